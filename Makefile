@@ -1,0 +1,45 @@
+# qday: every command a person or CI runs. `make run` and `make test` are the
+# two set-up commands of the README; both create .venv and install pinned deps.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+UV := $(VENV)/bin/uv
+UV_VERSION := 0.13.9
+DATA_DIR ?= var
+
+.PHONY: install install-test run test bench lock clean
+
+$(UV):
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet uv==$(UV_VERSION)
+
+$(VENV)/.installed: $(UV) requirements.lock pyproject.toml
+	$(UV) pip install --quiet --python $(PY) --require-hashes -r requirements.lock
+	$(UV) pip install --quiet --python $(PY) --no-deps -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed requirements-test.lock
+	$(UV) pip install --quiet --python $(PY) --require-hashes -r requirements-test.lock
+	touch $@
+
+install: $(VENV)/.installed  ## create .venv and install the pinned dependencies
+
+install-test: $(VENV)/.installed-test
+
+run: install  ## start the API on 127.0.0.1:8000 with data under ./var
+	$(VENV)/bin/qday serve --data-dir $(DATA_DIR)
+
+test: install-test  ## run the whole suite
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: install-test  ## run every benchmark in bench/ (ratios against ceilings measured in the same run)
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lock: $(UV)  ## re-resolve pyproject.toml and refresh the hashed lock files
+	$(UV) lock --quiet
+	$(UV) export --quiet --no-emit-project --no-dev --format requirements-txt -o requirements.lock
+	$(UV) export --quiet --no-emit-project --only-group test --format requirements-txt -o requirements-test.lock
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,1 @@
+"""The HTTP API: a Sanic app that maps requests onto the domain packages."""

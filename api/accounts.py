@@ -1,0 +1,187 @@
+"""Accounts, API keys and sessions: registration, login, credential checks,
+key creation, deletion and rotation. Free of HTTP; raises ``ApiError``."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from api.clock import Clock
+from api.credentials import ApiKeyCodec, InvalidSession, SessionCodec
+from api.errors import ApiError
+from api.ids import new_id
+from storage.models import Account, ApiKey, Environment, KeyType, Plan
+from storage.repository import Store
+
+_EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s.]+(\.[^@\s.]+)+$")
+_TOUCH_INTERVAL = timedelta(seconds=60)
+
+
+def normalise_email(email: str) -> str:
+    """The stored form of an email (lower case); raises ``ApiError`` when it is
+    not a plausible address."""
+    if len(email) > 254 or not _EMAIL.match(email):
+        raise ApiError("REQ_001", "invalid request: not a valid email address (field 'email')", field="email")
+    return email.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling, with which credential.
+
+    ``environment`` is None for a session token (it manages keys of both).
+    """
+
+    account: Account
+    kind: str  # "secret" | "publishable" | "session"
+    credential_id: str
+    environment: Environment | None
+
+    @property
+    def rate_key(self) -> str:
+        """The identity rate limits are counted under."""
+        return f"{self.kind}:{self.credential_id}"
+
+
+class AccountService:
+    """Account and credential operations over the operational store."""
+
+    def __init__(
+        self,
+        store: Store,
+        keys: ApiKeyCodec,
+        sessions: SessionCodec,
+        clock: Clock,
+        session_ttl_seconds: int,
+        rotation_grace_seconds: int,
+    ) -> None:
+        self._store = store
+        self._keys = keys
+        self._sessions = sessions
+        self._clock = clock
+        self._session_ttl = session_ttl_seconds
+        self._grace = timedelta(seconds=rotation_grace_seconds)
+        self._last_touch: dict[str, datetime] = {}
+
+    # --- accounts -----------------------------------------------------------------
+
+    def register(self, email: str, name: str | None, password_hash: str) -> Account:
+        """Create a free-plan account; raises ``DuplicateEmail`` (ACC_001)."""
+        account = Account(new_id("usr"), normalise_email(email), name, Plan.FREE, self._clock.now())
+        self._store.create_account(account, password_hash)
+        return account
+
+    def stored_password_hash(self, email: str) -> tuple[Account | None, str | None]:
+        """The account and password hash for a login attempt (both None when
+        unknown, so the caller still spends one verification)."""
+        try:
+            found = self._store.account_by_email(normalise_email(email))
+        except ApiError:
+            found = None
+        return (None, None) if found is None else found
+
+    def issue_session(self, account: Account) -> tuple[str, datetime]:
+        """A signed session token for a logged-in account, and its expiry."""
+        return self._sessions.issue(account.id, self._clock.now(), self._session_ttl)
+
+    # --- authentication -------------------------------------------------------------
+
+    def authenticate(self, credential: str | None) -> Principal:
+        """The principal behind a bearer credential; AUTH_001 for a missing,
+        malformed, unknown or expired one, AUTH_002 for a deleted or rotated-out key."""
+        if not credential:
+            raise ApiError("AUTH_001", "missing credential: send 'Authorization: Bearer <API key>'")
+        now = self._clock.now()
+        if self._sessions.looks_like_session(credential):
+            return self._session_principal(credential, now)
+        if not self._keys.looks_like_key(credential):
+            raise ApiError("AUTH_001", "malformed API key")
+        found = self._store.api_key_by_hash(self._keys.hash(credential))
+        if found is None:
+            raise ApiError("AUTH_001", "unknown API key")
+        key, account = found
+        if key.deleted_at is not None:
+            raise ApiError("AUTH_002", "this API key has been deleted", reason="deleted")
+        if not key.is_usable(now):
+            raise ApiError("AUTH_002", "this API key was rotated and its 24-hour grace period has ended",
+                           reason="rotated", replacedBy=key.replaced_by)
+        self._touch(key.id, now)
+        return Principal(account, key.type.value, key.id, key.environment)
+
+    def _session_principal(self, token: str, now: datetime) -> Principal:
+        try:
+            session = self._sessions.verify(token, now)
+        except InvalidSession as exc:
+            raise ApiError("AUTH_001", f"invalid session token ({exc.reason})", reason=exc.reason) from None
+        account = self._store.account_by_id(session.account_id)
+        if account is None:
+            raise ApiError("AUTH_001", "invalid session token (account no longer exists)")
+        return Principal(account, "session", session.session_id, None)
+
+    def _touch(self, key_id: str, now: datetime) -> None:
+        last = self._last_touch.get(key_id)
+        if last is None or now - last >= _TOUCH_INTERVAL:
+            self._last_touch[key_id] = now
+            self._store.touch_api_key(key_id, now)
+
+    # --- API keys ------------------------------------------------------------------
+
+    @staticmethod
+    def _check_environment(principal: Principal, environment: Environment) -> None:
+        if principal.environment is not None and principal.environment is not environment:
+            raise ApiError(
+                "AUTH_003",
+                f"a {principal.environment.value} secret key cannot manage {environment.value} keys;"
+                " use a session token or a key of that environment",
+            )
+
+    def create_key(self, principal: Principal, name: str, key_type: KeyType, environment: Environment) -> tuple[ApiKey, str]:
+        """A new API key for the caller's account; the full key string is returned once."""
+        self._check_environment(principal, environment)
+        generated = self._keys.generate(key_type, environment)
+        key = ApiKey(
+            id=new_id("key"), account_id=principal.account.id, name=name, type=key_type,
+            environment=environment, key_hash=generated.key_hash, prefix=generated.prefix,
+            created_at=self._clock.now(),
+        )
+        self._store.create_api_key(key)
+        return key, generated.key
+
+    def list_keys(self, principal: Principal) -> list[ApiKey]:
+        """The caller's usable keys (only its own environment's when called with a key);
+        keys deleted or past their rotation grace period are not listed."""
+        now = self._clock.now()
+        return [k for k in self._store.list_api_keys(principal.account.id, principal.environment) if k.is_usable(now)]
+
+    def _own_key(self, principal: Principal, key_id: str) -> ApiKey:
+        key = self._store.get_api_key(principal.account.id, key_id)
+        if key is None or key.deleted_at is not None:
+            raise ApiError("REQ_005", f"no API key {key_id} on this account", id=key_id)
+        self._check_environment(principal, key.environment)
+        return key
+
+    def delete_key(self, principal: Principal, key_id: str) -> None:
+        """Delete one of the caller's keys, effective immediately and for good."""
+        self._own_key(principal, key_id)
+        if not self._store.delete_api_key(principal.account.id, key_id, self._clock.now()):
+            raise ApiError("REQ_005", f"no API key {key_id} on this account", id=key_id)
+
+    def rotate_key(self, principal: Principal, key_id: str) -> tuple[ApiKey, str, datetime]:
+        """Replace a key with a new one of the same name, type and environment; the
+        old one keeps working for the grace period (24 h) and then stops."""
+        old = self._own_key(principal, key_id)
+        now = self._clock.now()
+        if old.replaced_by is not None:
+            raise ApiError("KEY_001", f"API key {key_id} was already rotated", replacedBy=old.replaced_by)
+        if not old.is_usable(now):
+            raise ApiError("REQ_005", f"no API key {key_id} on this account", id=key_id)
+        generated = self._keys.generate(old.type, old.environment)
+        new = ApiKey(
+            id=new_id("key"), account_id=old.account_id, name=old.name, type=old.type,
+            environment=old.environment, key_hash=generated.key_hash, prefix=generated.prefix, created_at=now,
+        )
+        expires = now + self._grace
+        if not self._store.rotate_api_key(principal.account.id, key_id, new, expires):
+            raise ApiError("KEY_001", f"API key {key_id} was already rotated")
+        return new, generated.key, expires

@@ -1,0 +1,202 @@
+"""The Sanic application factory: wiring, middleware and error mapping.
+
+Request flow: request id → credential check (per the endpoint's declaration)
+→ rate limit → body size → handler. Every response, errors included, gets the
+envelope, ``X-Request-Id`` and the ``X-RateLimit-*`` headers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import msgspec
+from sanic import HTTPResponse, Request, Sanic
+from sanic.exceptions import SanicException
+
+from api.accounts import AccountService, Principal
+from api.clientip import client_ip
+from api.clock import Clock, SystemClock
+from api.credentials import ApiKeyCodec, Secrets, SessionCodec, load_master_secret
+from api.endpoints import Credential, Endpoint
+from api.envelope import ErrorBody, error_response
+from api.errors import ApiError, RateLimited, status_of
+from api.ids import new_id
+from api.openapi import build_openapi, render_docs
+from api.passwords import Passwords
+from api.ratelimit import Decision, MemoryRateLimiter, RateGroup, SqliteRateLimiter, limit_for
+from api.routes import accounts, service
+from api.settings import Settings
+from storage.models import Plan
+from storage.sqlite import SqliteStore
+
+log = logging.getLogger("qday.api")
+_app_numbers = itertools.count()
+GROUPS = (service.group, service.docs_group, accounts.group)
+_SANIC_STATUS_CODES = {400: "REQ_001", 404: "REQ_005", 405: "REQ_006", 413: "REQ_004", 415: "REQ_003", 503: "SRV_002"}
+
+
+def _package_version() -> str:
+    try:
+        return version("qday")
+    except PackageNotFoundError:
+        return "0.0.0+local"
+
+
+def all_endpoints() -> list[Endpoint]:
+    """Every endpoint the app serves, in declaration order."""
+    return [e for group in GROUPS for e in group.endpoints]
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if header is not None:
+        scheme, _, value = header.partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            raise ApiError("AUTH_001", "malformed Authorization header: expected 'Bearer <API key>'")
+        return value.strip()
+    return request.headers.get("x-api-key") or None
+
+
+def _check_kind(principal: Principal, credential: Credential) -> None:
+    if principal.kind == "session" and credential is not Credential.SESSION_OR_SECRET:
+        raise ApiError("AUTH_003", "session tokens are accepted only on the API-key management endpoints")
+    if principal.kind == "publishable" and credential is not Credential.ANY_KEY:
+        raise ApiError("AUTH_003", "publishable keys may only call POST /v1/scan/wallet; use a secret key")
+
+
+def _count(request: Request, group: RateGroup, principal: Principal | None) -> Decision:
+    ctx = request.app.ctx
+    settings: Settings = ctx.settings
+    ip = request.ctx.client_ip
+    plan = principal.account.plan if principal else Plan.FREE
+    limit = limit_for(group, plan, settings.enterprise_limit_factor, settings.rate_limit_multiplier)
+    buckets: tuple[str, ...] = (f"{group}|ip|{ip}",)
+    if principal is not None:
+        buckets += (f"{group}|cred|{ip}|{principal.rate_key}",)
+    return ctx.limiter.hit(buckets, limit, ctx.clock.now().timestamp())
+
+
+async def _on_request(request: Request) -> None:
+    ctx = request.app.ctx
+    request.ctx.request_id = new_id("req")
+    request.ctx.client_ip = client_ip(request.ip, request.headers.get("x-forwarded-for"), ctx.settings.trusted_proxies)
+    endpoint: Endpoint | None = getattr(request.route.ctx, "endpoint", None) if request.route else None
+    principal: Principal | None = None
+    auth_error: ApiError | None = None
+    if endpoint is not None and endpoint.credential is not Credential.NONE:
+        try:
+            principal = ctx.accounts.authenticate(_bearer(request))
+            _check_kind(principal, endpoint.credential)
+        except ApiError as exc:
+            auth_error = exc
+    decision = _count(request, endpoint.rate_group if endpoint else RateGroup.PUBLIC, principal)
+    request.ctx.rate = decision
+    if not decision.allowed:
+        raise RateLimited(decision.retry_after(ctx.clock.now().timestamp()))
+    if auth_error is not None:
+        raise auth_error
+    request.ctx.principal = principal
+    length = request.headers.get("content-length")
+    if (length is not None and length.isdigit() and int(length) > ctx.settings.max_body_bytes) or len(
+        request.body or b""
+    ) > ctx.settings.max_body_bytes:
+        raise ApiError("REQ_004", f"request body exceeds {ctx.settings.max_body_bytes} bytes",
+                       limit=ctx.settings.max_body_bytes)
+
+
+async def _on_response(request: Request, response: HTTPResponse) -> None:
+    if not hasattr(request.ctx, "request_id"):
+        request.ctx.request_id = new_id("req")
+    response.headers["X-Request-Id"] = request.ctx.request_id
+    decision: Decision | None = getattr(request.ctx, "rate", None)
+    if decision is not None:
+        response.headers["X-RateLimit-Limit"] = str(decision.limit)
+        response.headers["X-RateLimit-Remaining"] = str(decision.remaining)
+        response.headers["X-RateLimit-Reset"] = str(decision.reset)
+
+
+def _error_body(exc: BaseException) -> tuple[int, ErrorBody]:
+    code = getattr(exc, "code", None)
+    if isinstance(code, str) and isinstance(getattr(exc, "details", None), dict):
+        return status_of(code), ErrorBody(code, str(exc), exc.details)  # type: ignore[attr-defined]
+    if isinstance(exc, SanicException) and exc.status_code in _SANIC_STATUS_CODES:
+        code = _SANIC_STATUS_CODES[exc.status_code]
+        return status_of(code), ErrorBody(code, str(exc) or "request rejected", {})
+    return 500, ErrorBody("SRV_001", "internal server error; quote the request id when reporting it", {})
+
+
+async def _on_error(request: Request, exc: BaseException) -> HTTPResponse:
+    status, body = _error_body(exc)
+    if status >= 500:
+        log.error("request %s failed: %s", getattr(request.ctx, "request_id", "?"), type(exc).__name__,
+                  exc_info=exc if body.code == "SRV_001" else None)
+    if not hasattr(request.ctx, "request_id"):
+        request.ctx.request_id = new_id("req")
+    response = error_response(request, status, body)
+    if isinstance(exc, RateLimited):
+        response.headers["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def _open_resources(app: Sanic) -> None:
+    ctx = app.ctx
+    settings: Settings = ctx.settings
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    secrets = Secrets(load_master_secret(settings.secret_key, settings.secrets_dir))
+    ctx.store = SqliteStore(settings.operational_db, settings.sqlite_synchronous)
+    # One worker counts exactly in memory; several share counters through SQLite.
+    ctx.limiter = SqliteRateLimiter(settings.ratelimit_db) if settings.workers > 1 else MemoryRateLimiter()
+    ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
+    ctx.accounts = AccountService(
+        ctx.store, ApiKeyCodec(settings.key_token, secrets.key_hash_key),
+        SessionCodec(settings.key_token, secrets.session_key), ctx.clock,
+        settings.session_ttl_seconds, settings.rotation_grace_seconds,
+    )
+
+
+def _close_resources(app: Sanic) -> None:
+    ctx = app.ctx
+    if hasattr(ctx, "executor"):
+        ctx.executor.shutdown(wait=True)
+    for name in ("store", "limiter"):
+        if hasattr(ctx, name):
+            getattr(ctx, name).close()
+
+
+def create_app(settings: Settings, clock: Clock | None = None, passwords: Passwords | None = None) -> Sanic:
+    """A configured app; storage is opened when the server (or ASGI lifespan) starts.
+
+    ``clock`` and ``passwords`` are injectable for tests (expiry without sleeping,
+    cheaper hashing).
+    """
+    app = Sanic(f"qday_{next(_app_numbers)}", configure_logging=True)
+    app.config.REQUEST_MAX_SIZE = settings.max_body_bytes
+    app.config.FALLBACK_ERROR_FORMAT = "json"
+    app.config.ACCESS_LOG = settings.access_log
+    app.config.KEEP_ALIVE_TIMEOUT = 30
+    app.ctx.settings = settings
+    app.ctx.clock = clock or SystemClock()
+    app.ctx.passwords = passwords or Passwords()
+    app.ctx.version = _package_version()
+    document = build_openapi(all_endpoints(), app.ctx.version)
+    app.ctx.openapi_json = msgspec.json.encode(document)
+    app.ctx.docs_html = render_docs(document)
+    for group in GROUPS:
+        app.blueprint(group.blueprint)
+    app.on_request(_on_request)
+    app.on_response(_on_response)
+    app.error_handler.add(Exception, _on_error)
+
+    @app.before_server_start
+    async def _start(app: Sanic, *_: Any) -> None:
+        _open_resources(app)
+
+    @app.after_server_stop
+    async def _stop(app: Sanic, *_: Any) -> None:
+        _close_resources(app)
+
+    return app

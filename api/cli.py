@@ -1,0 +1,84 @@
+"""The ``qday`` command: everything a person runs.
+
+``qday serve`` starts the API; ``qday admin set-plan`` changes an account's plan
+(effective at once, even on a running server, since every request reads it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from api.settings import SettingsError, load_settings
+from storage.errors import StorageError
+from storage.models import Plan
+
+
+def _settings(args: argparse.Namespace):
+    return load_settings(
+        config_file=args.config,
+        data_dir=args.data_dir,
+        host=getattr(args, "host", None),
+        port=getattr(args, "port", None),
+        workers=getattr(args, "workers", None),
+    )
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from api.server import serve
+
+    settings = _settings(args)
+    print(f"qday API on http://{settings.host}:{settings.port}/v1 (data in {settings.data_dir})", flush=True)
+    serve(settings)
+    return 0
+
+
+def _cmd_set_plan(args: argparse.Namespace) -> int:
+    from storage.sqlite import SqliteStore
+
+    settings = _settings(args)
+    store = SqliteStore(settings.operational_db, settings.sqlite_synchronous)
+    try:
+        account = store.set_plan(args.email.lower(), Plan(args.plan))
+    finally:
+        store.close()
+    print(f"{account.email} ({account.id}) is now on plan {account.plan.value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``qday`` command."""
+    parser = argparse.ArgumentParser(prog="qday", description="Post-quantum key, attestation and wallet-risk service")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--data-dir", type=Path, help="data directory (default ./var or QDAY_DATA_DIR)")
+    common.add_argument("--config", type=Path, help="TOML settings file (or QDAY_CONFIG)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", parents=[common], help="run the HTTP API")
+    serve.add_argument("--host", help="listen address (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="listen port (default 8000)")
+    serve.add_argument("--workers", type=int, help="worker processes (default 1)")
+    serve.set_defaults(func=_cmd_serve)
+
+    admin = sub.add_parser("admin", help="administrative commands")
+    admin_sub = admin.add_subparsers(dest="admin_command", required=True)
+    set_plan = admin_sub.add_parser("set-plan", parents=[common], help="change an account's plan")
+    set_plan.add_argument("email")
+    set_plan.add_argument("plan", choices=[p.value for p in Plan])
+    set_plan.set_defaults(func=_cmd_set_plan)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``qday`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (SettingsError, StorageError) as exc:
+        print(f"qday: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

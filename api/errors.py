@@ -1,0 +1,64 @@
+"""Every error code the API can return, with its HTTP status, in one table.
+
+Domain packages raise their own exceptions carrying a ``code``; the API looks the
+status up here. ``docs/api.md`` is checked against this table by a test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: code -> (HTTP status, meaning). The spec's codes first, then the ones we add.
+ERROR_CODES: dict[str, tuple[int, str]] = {
+    "AUTH_001": (401, "API key or session token missing, malformed, unknown or expired"),
+    "AUTH_002": (401, "API key has been deleted, or its rotation grace period has ended"),
+    "AUTH_003": (403, "Credential not allowed here (publishable key, session token or other environment)"),
+    "SCAN_001": (400, "Invalid address format"),
+    "SCAN_002": (400, "Unsupported chain"),
+    "SCAN_003": (404, "Address not found: no on-chain activity"),
+    "SCAN_004": (503, "Chain data temporarily unavailable"),
+    "PQC_001": (400, "Unsupported algorithm"),
+    "PQC_002": (400, "Invalid key, signature or hex format"),
+    "PQC_003": (400, "Post-quantum public key is not registered to this account and environment"),
+    "PQC_004": (422, "Signature verification failed (ECDSA or PQC)"),
+    "GEN_001": (400, "Invalid algorithm/chain combination"),
+    "GEN_002": (500, "Internal key-generation error"),
+    "RATE_001": (429, "Rate limit exceeded"),
+    "ACC_001": (409, "An account with this email already exists"),
+    "ACC_002": (401, "Invalid email or password"),
+    "ACC_003": (400, "Password does not meet the policy (12 to 1024 characters)"),
+    "ACC_004": (404, "Account not found"),
+    "KEY_001": (409, "API key was already rotated; rotate its replacement instead"),
+    "REQ_001": (400, "Request body or parameter failed validation"),
+    "REQ_002": (400, "Request body is not valid JSON"),
+    "REQ_003": (415, "Content-Type must be application/json"),
+    "REQ_004": (413, "Request body too large"),
+    "REQ_005": (404, "No such endpoint or resource"),
+    "REQ_006": (405, "Method not allowed on this endpoint"),
+    "SRV_001": (500, "Internal server error"),
+    "SRV_002": (503, "Service temporarily unavailable (storage cannot take writes)"),
+}
+
+
+def status_of(code: str) -> int:
+    """The HTTP status for an error code (500 for a code missing from the table)."""
+    return ERROR_CODES.get(code, (500, ""))[0]
+
+
+class ApiError(Exception):
+    """An error answered with the spec's envelope; carries its code, HTTP status
+    and details. Free of Sanic so service code can raise it too."""
+
+    def __init__(self, code: str, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status_code = status_of(code)
+        self.details = {k: v for k, v in details.items() if v is not None}
+
+
+class RateLimited(ApiError):
+    """Too many requests in the current window; carries the seconds to wait."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__("RATE_001", f"rate limit exceeded; retry in {retry_after} s")
+        self.retry_after = retry_after

@@ -1,0 +1,1 @@
+"""Route groups of the HTTP API, one module per area of the spec."""

@@ -1,0 +1,160 @@
+"""Service configuration: one frozen settings object, read once at start-up.
+
+Values come from ``QDAY_*`` environment variables, then an optional TOML file
+(``QDAY_CONFIG`` or ``--config``), then the embedded defaults; environment wins.
+Everything is validated here so a bad value stops start-up with a clear message
+instead of failing on the first request.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+
+class SettingsError(ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Every tunable of the service, immutable after start-up."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    data_dir: Path = Path("var")
+    #: Service token at the start of API key strings (``svc_sec_live_sk_…``).
+    key_token: str = "svc"
+    #: Hex master secret; when empty, one is generated under ``data_dir/secrets``.
+    secret_key: str = field(default="", repr=False)
+    session_ttl_seconds: int = 12 * 3600
+    rotation_grace_seconds: int = 24 * 3600
+    max_body_bytes: int = 64 * 1024
+    #: Multiplies every rate limit (load tests, fuzzing); 1 in production.
+    rate_limit_multiplier: float = 1.0
+    #: Per-minute limits of the ``enterprise`` plan ("custom" in the spec).
+    enterprise_limit_factor: int = 10
+    #: Honour ``X-Forwarded-For`` only from these proxy addresses.
+    trusted_proxies: tuple[str, ...] = ()
+    #: ``FULL`` survives power loss; ``NORMAL`` only process crashes.
+    sqlite_synchronous: str = "FULL"
+    log_level: str = "INFO"
+    access_log: bool = False
+
+    @property
+    def operational_db(self) -> Path:
+        """The SQLite file holding accounts, keys, attestations and results."""
+        return self.data_dir / "qday.sqlite"
+
+    @property
+    def ratelimit_db(self) -> Path:
+        """The SQLite file holding rate-limit windows (loss on crash is harmless)."""
+        return self.data_dir / "ratelimit.sqlite"
+
+    @property
+    def secrets_dir(self) -> Path:
+        """Owner-only folder for the generated master secret."""
+        return self.data_dir / "secrets"
+
+
+_INT_FIELDS = {f.name for f in fields(Settings) if f.type in ("int",)}
+_FLOAT_FIELDS = {f.name for f in fields(Settings) if f.type in ("float",)}
+_BOOL_FIELDS = {f.name for f in fields(Settings) if f.type in ("bool",)}
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    if name in _INT_FIELDS:
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            raise SettingsError(f"{name} must be an integer, got {raw!r}") from None
+    if name in _FLOAT_FIELDS:
+        try:
+            return float(raw)
+        except (TypeError, ValueError):
+            raise SettingsError(f"{name} must be a number, got {raw!r}") from None
+    if name in _BOOL_FIELDS:
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise SettingsError(f"{name} must be true or false, got {raw!r}")
+    if name == "data_dir":
+        return Path(raw)
+    if name == "trusted_proxies":
+        items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
+        return tuple(item.strip() for item in items if str(item).strip())
+    return str(raw)
+
+
+def _validate(s: Settings) -> Settings:
+    if not 0 < s.port < 65536:
+        raise SettingsError(f"port must be 1..65535, got {s.port}")
+    if not 1 <= s.workers <= 64:
+        raise SettingsError(f"workers must be 1..64, got {s.workers}")
+    if not s.key_token.isalnum() or not s.key_token.islower() or len(s.key_token) > 16:
+        raise SettingsError("key_token must be 1-16 lowercase letters or digits")
+    if s.secret_key:
+        try:
+            secret = bytes.fromhex(s.secret_key)
+        except ValueError:
+            raise SettingsError("secret_key must be hex") from None
+        if len(secret) < 32:
+            raise SettingsError("secret_key must be at least 32 bytes (64 hex digits)")
+    if s.session_ttl_seconds < 60:
+        raise SettingsError("session_ttl_seconds must be at least 60")
+    if s.rotation_grace_seconds < 0:
+        raise SettingsError("rotation_grace_seconds must not be negative")
+    if not 1024 <= s.max_body_bytes <= 16 * 1024 * 1024:
+        raise SettingsError("max_body_bytes must be between 1 KiB and 16 MiB")
+    if s.rate_limit_multiplier <= 0:
+        raise SettingsError("rate_limit_multiplier must be positive")
+    if s.enterprise_limit_factor < 1:
+        raise SettingsError("enterprise_limit_factor must be at least 1")
+    if s.sqlite_synchronous not in ("FULL", "NORMAL", "EXTRA"):
+        raise SettingsError("sqlite_synchronous must be FULL, NORMAL or EXTRA")
+    if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise SettingsError("log_level must be DEBUG, INFO, WARNING or ERROR")
+    for proxy in s.trusted_proxies:
+        try:
+            ipaddress.ip_address(proxy)
+        except ValueError:
+            raise SettingsError(f"trusted_proxies: {proxy!r} is not an IP address") from None
+    return replace(s, log_level=s.log_level.upper())
+
+
+def load_settings(
+    env: Mapping[str, str] | None = None,
+    config_file: Path | None = None,
+    **overrides: Any,
+) -> Settings:
+    """Build the validated settings from defaults, a TOML file, the environment
+    and explicit overrides (command-line flags), in rising priority."""
+    env = os.environ if env is None else env
+    names = {f.name for f in fields(Settings)}
+    values: dict[str, Any] = {}
+    config_path = config_file or (Path(env["QDAY_CONFIG"]) if env.get("QDAY_CONFIG") else None)
+    if config_path is not None:
+        try:
+            table = tomllib.loads(config_path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise SettingsError(f"cannot read config file {config_path}: {exc}") from None
+        unknown = sorted(set(table) - names)
+        if unknown:
+            raise SettingsError(f"unknown settings in {config_path}: {', '.join(unknown)}")
+        values.update({k: _coerce(k, v) for k, v in table.items()})
+    for name in names:
+        raw = env.get(f"QDAY_{name.upper()}")
+        if raw is not None and raw != "":
+            values[name] = _coerce(name, raw)
+    values.update({k: _coerce(k, v) for k, v in overrides.items() if v is not None})
+    return _validate(Settings(**values))

@@ -1,0 +1,55 @@
+"""Strict decoding of JSON request bodies into msgspec models.
+
+Unknown, missing and mistyped fields become a 400 ``REQ_001`` whose details
+name the field; a body that is not JSON is ``REQ_002``; a wrong Content-Type
+is ``REQ_003``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TypeVar
+
+import msgspec
+from sanic import Request
+
+from api.errors import ApiError
+
+T = TypeVar("T")
+
+_AT_PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
+_NAMED_FIELD = re.compile(r"(?:missing required field|unknown field) `(?P<name>[^`]+)`")
+
+
+def _field_of(message: str) -> tuple[str, str]:
+    path = ""
+    reason = message
+    match = _AT_PATH.search(message)
+    if match:
+        path = match.group("path")
+        reason = message[: match.start()]
+    named = _NAMED_FIELD.search(reason)
+    if named:
+        path = f"{path}.{named.group('name')}"
+    return path.lstrip("."), reason
+
+
+def decode_body(request: Request, model: type[T]) -> T:
+    """The request body decoded into ``model``; raises ``ApiError`` with a clear
+    field-level reason when it does not fit."""
+    content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise ApiError(
+            "REQ_003", "Content-Type must be application/json", received=content_type or None
+        )
+    body = request.body or b""
+    if not body.strip():
+        raise ApiError("REQ_002", "request body is empty; a JSON object is required")
+    try:
+        return msgspec.json.decode(body, type=model)
+    except msgspec.ValidationError as exc:
+        field, reason = _field_of(str(exc))
+        raise ApiError("REQ_001", f"invalid request: {reason}" + (f" (field '{field}')" if field else ""),
+                       field=field or None, reason=reason) from None
+    except msgspec.DecodeError as exc:
+        raise ApiError("REQ_002", f"request body is not valid JSON: {exc}") from None

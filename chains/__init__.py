@@ -1,0 +1,1 @@
+"""Chain knowledge: address codecs, exposure classification and async chain clients."""

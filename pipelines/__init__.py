@@ -1,0 +1,1 @@
+"""qday pipelines package."""

@@ -1,0 +1,235 @@
+"""The embedded operational store: SQLite in WAL mode.
+
+WAL lets the API workers, the admin CLI and the pipelines use one file at the
+same time (one writer at a time, readers never blocked). A point lookup costs
+tens of microseconds, so the API calls it directly on its event loop.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+
+from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
+from storage.models import Account, ApiKey, Environment, KeyType, Plan
+
+_BUSY_TIMEOUT_MS = 5000
+
+
+def _ts(value: datetime | None) -> str | None:
+    return None if value is None else value.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def _dt(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value)
+
+
+def connect(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
+    """Open a SQLite file for concurrent multi-process use (WAL, busy timeout)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000)
+    conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute(f"PRAGMA synchronous = {synchronous}")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Run the block in one ``BEGIN IMMEDIATE`` transaction; map disk faults
+    (full, read-only, locked too long) to ``StoreUnavailable`` so the API answers
+    503 instead of 500. Nothing of a failed block is kept."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            _rollback(conn)
+            raise
+        conn.execute("COMMIT")
+    except sqlite3.OperationalError as exc:
+        _rollback(conn)
+        raise StoreUnavailable(f"operational store unavailable: {exc}") from exc
+
+
+def migrate(conn: sqlite3.Connection) -> list[str]:
+    """Apply the versioned SQL files in ``storage/migrations`` not applied yet,
+    each in its own transaction; return the names applied now."""
+    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+    done = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
+    applied: list[str] = []
+    files = sorted(
+        (f for f in resources.files("storage.migrations").iterdir() if f.name.endswith(".sql")),
+        key=lambda f: f.name,
+    )
+    for file in files:
+        if file.name in done:
+            continue
+        statements = [s.strip() for s in file.read_text().split(";") if s.strip()]
+        with write_transaction(conn):
+            # Re-check under the write lock: another process may have just applied it.
+            if conn.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (file.name,)).fetchone():
+                continue
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?)", (file.name, _ts(datetime.now(UTC)))
+            )
+        applied.append(file.name)
+    return applied
+
+
+def _account(row: sqlite3.Row | tuple) -> Account:
+    return Account(id=row[0], email=row[1], name=row[2], plan=Plan(row[3]), created_at=_dt(row[4]))  # type: ignore[arg-type]
+
+
+_KEY_COLUMNS = (
+    "id, account_id, name, type, environment, key_hash, prefix, created_at,"
+    " last_used_at, expires_at, deleted_at, replaced_by"
+)
+
+
+_KEY_BY_HASH_SQL = (
+    f"SELECT {', '.join('k.' + c.strip() for c in _KEY_COLUMNS.split(','))},"
+    " a.id, a.email, a.name, a.plan, a.created_at"
+    " FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.key_hash = ?"
+)
+
+
+def _api_key(row: tuple) -> ApiKey:
+    return ApiKey(
+        id=row[0],
+        account_id=row[1],
+        name=row[2],
+        type=KeyType(row[3]),
+        environment=Environment(row[4]),
+        key_hash=row[5],
+        prefix=row[6],
+        created_at=_dt(row[7]),  # type: ignore[arg-type]
+        last_used_at=_dt(row[8]),
+        expires_at=_dt(row[9]),
+        deleted_at=_dt(row[10]),
+        replaced_by=row[11],
+    )
+
+
+class SqliteStore:
+    """``Store`` on one SQLite connection, owned by one process (or worker)."""
+
+    def __init__(self, path: Path, synchronous: str = "FULL") -> None:
+        self._conn = connect(path, synchronous)
+        migrate(self._conn)
+
+    def create_account(self, account: Account, password_hash: str) -> None:
+        """Insert a new account; raises ``DuplicateEmail`` if the email is taken."""
+        try:
+            with write_transaction(self._conn) as c:
+                c.execute(
+                    "INSERT INTO accounts (id, email, name, plan, password_hash, created_at) VALUES (?,?,?,?,?,?)",
+                    (account.id, account.email, account.name, account.plan.value, password_hash, _ts(account.created_at)),
+                )
+        except sqlite3.IntegrityError:
+            raise DuplicateEmail("an account with this email already exists", field="email") from None
+
+    def account_by_email(self, email: str) -> tuple[Account, str] | None:
+        """The account with this (normalised) email and its password hash."""
+        row = self._conn.execute(
+            "SELECT id, email, name, plan, created_at, password_hash FROM accounts WHERE email = ?", (email,)
+        ).fetchone()
+        return None if row is None else (_account(row), row[5])
+
+    def account_by_id(self, account_id: str) -> Account | None:
+        """The account with this id."""
+        row = self._conn.execute(
+            "SELECT id, email, name, plan, created_at FROM accounts WHERE id = ?", (account_id,)
+        ).fetchone()
+        return None if row is None else _account(row)
+
+    def set_plan(self, email: str, plan: Plan) -> Account:
+        """Change an account's plan; raises ``AccountNotFound``."""
+        with write_transaction(self._conn) as c:
+            row = c.execute(
+                "UPDATE accounts SET plan = ? WHERE email = ? RETURNING id, email, name, plan, created_at",
+                (plan.value, email),
+            ).fetchone()
+        if row is None:
+            raise AccountNotFound(f"no account with email {email}", email=email)
+        return _account(row)
+
+    def create_api_key(self, key: ApiKey) -> None:
+        """Insert a new API key record."""
+        with write_transaction(self._conn) as c:
+            self._insert_key(c, key)
+
+    @staticmethod
+    def _insert_key(c: sqlite3.Connection, key: ApiKey) -> None:
+        c.execute(
+            f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                key.id, key.account_id, key.name, key.type.value, key.environment.value, key.key_hash,
+                key.prefix, _ts(key.created_at), _ts(key.last_used_at), _ts(key.expires_at),
+                _ts(key.deleted_at), key.replaced_by,
+            ),
+        )
+
+    def api_key_by_hash(self, key_hash: bytes) -> tuple[ApiKey, Account] | None:
+        """The key whose keyed hash matches, with its owner (deleted keys included)."""
+        row = self._conn.execute(_KEY_BY_HASH_SQL, (key_hash,)).fetchone()
+        return None if row is None else (_api_key(row[:12]), _account(row[12:]))
+
+    def get_api_key(self, account_id: str, key_id: str) -> ApiKey | None:
+        """One of the account's keys by id (None for another account's key)."""
+        row = self._conn.execute(
+            f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ? AND account_id = ?", (key_id, account_id)
+        ).fetchone()
+        return None if row is None else _api_key(row)
+
+    def list_api_keys(self, account_id: str, environment: Environment | None) -> list[ApiKey]:
+        """The account's keys that are not deleted, oldest first."""
+        sql = f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = ? AND deleted_at IS NULL"
+        args: tuple = (account_id,)
+        if environment is not None:
+            sql += " AND environment = ?"
+            args += (environment.value,)
+        return [_api_key(r) for r in self._conn.execute(sql + " ORDER BY created_at, id", args)]
+
+    def delete_api_key(self, account_id: str, key_id: str, at: datetime) -> bool:
+        """Mark the key deleted at ``at``; False when it is not the account's live key."""
+        with write_transaction(self._conn) as c:
+            cur = c.execute(
+                "UPDATE api_keys SET deleted_at = ? WHERE id = ? AND account_id = ? AND deleted_at IS NULL",
+                (_ts(at), key_id, account_id),
+            )
+        return cur.rowcount == 1
+
+    def rotate_api_key(self, account_id: str, old_id: str, new: ApiKey, old_expires_at: datetime) -> bool:
+        """Insert ``new`` and let the old key expire at ``old_expires_at``, atomically."""
+        with write_transaction(self._conn) as c:
+            cur = c.execute(
+                "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ? AND account_id = ?"
+                " AND deleted_at IS NULL AND replaced_by IS NULL",
+                (_ts(old_expires_at), new.id, old_id, account_id),
+            )
+            if cur.rowcount != 1:
+                return False
+            self._insert_key(c, new)
+        return True
+
+    def touch_api_key(self, key_id: str, at: datetime) -> None:
+        """Record that the key was used at ``at``."""
+        with write_transaction(self._conn) as c:
+            c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (_ts(at), key_id))
+
+    def close(self) -> None:
+        """Release the connection."""
+        self._conn.close()

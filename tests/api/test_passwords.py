@@ -1,0 +1,54 @@
+"""argon2id password hashing and login timing with the production parameters."""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+
+from api.passwords import Passwords, PasswordPolicyError
+
+
+@pytest.fixture(scope="module")
+def passwords() -> Passwords:
+    return Passwords()
+
+
+def test_hashes_are_argon2id_with_rfc9106_parameters(passwords):
+    stored = passwords.hash("correct horse battery staple")
+    assert stored.startswith("$argon2id$v=19$m=65536,t=3,p=4$")
+    assert "correct horse" not in stored
+    assert passwords.verify(stored, "correct horse battery staple")
+    assert not passwords.verify(stored, "correct horse battery stapler")
+
+
+def test_unknown_account_costs_the_same_hash_work(passwords):
+    # The dummy hash that unknown emails are checked against has the same parameters...
+    params = passwords.hash("x" * 12).split("$")[3]
+    assert passwords._dummy_hash.split("$")[3] == params
+    # ...and so takes about as long as a wrong password for a real account.
+    stored = passwords.hash("correct horse battery staple")
+
+    def median_ms(stored_hash):
+        samples = []
+        for _ in range(5):
+            start = time.perf_counter()
+            assert not passwords.verify(stored_hash, "wrong password!!")
+            samples.append(time.perf_counter() - start)
+        return statistics.median(samples)
+
+    ratio = median_ms(None) / median_ms(stored)
+    assert 0.5 < ratio < 2.0, ratio
+
+
+def test_policy():
+    Passwords.check_policy("p" * 12)
+    with pytest.raises(PasswordPolicyError, match="at least 12"):
+        Passwords.check_policy("p" * 11)
+    with pytest.raises(PasswordPolicyError, match="at most 1024"):
+        Passwords.check_policy("p" * 1025)
+
+
+def test_corrupt_stored_hash_is_a_failed_login_not_a_crash(passwords):
+    assert not passwords.verify("not-a-hash", "whatever password")

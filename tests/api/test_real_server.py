@@ -1,0 +1,120 @@
+"""The API over real HTTP: `qday serve` in a subprocess with two worker processes.
+
+Covers what the in-process client cannot: limits shared by workers under
+concurrency, the admin CLI changing a running server's plans, and what ends up
+on disk and in the logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from tests.support import REPO_ROOT, ServerProcess
+
+pytestmark = pytest.mark.slow
+_ip_numbers = iter(range(1, 250))
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """Two workers; 127.0.0.1 is a trusted proxy so each test can act from its own
+    X-Forwarded-For address (a header value only: no traffic leaves loopback)."""
+    proc = ServerProcess(tmp_path_factory.mktemp("real-server"), workers=2,
+                         env={"QDAY_TRUSTED_PROXIES": "127.0.0.1"})
+    yield proc
+    proc.stop()
+
+
+def _as_ip() -> dict[str, str]:
+    return {"X-Forwarded-For": f"127.9.0.{next(_ip_numbers)}"}
+
+
+def _wait_for_fresh_window(min_left: float = 20.0) -> None:
+    left = 60 - time.time() % 60
+    if left < min_left:
+        time.sleep(left + 0.2)
+
+
+def _tenant(base: str, headers: dict[str, str]) -> tuple[str, str, str]:
+    email = f"real{time.monotonic_ns()}@example.com"
+    password = "correct horse battery staple"
+    with httpx.Client(base_url=base, headers=headers, timeout=30) as c:
+        assert c.post("/v1/auth/register", json={"email": email, "password": password}).status_code == 201
+        session = c.post("/v1/auth/login", json={"email": email, "password": password}).json()["data"]["token"]
+        key = c.post("/v1/auth/api-keys", json={"name": "k", "type": "secret", "environment": "live"},
+                     headers={"Authorization": f"Bearer {session}"}).json()["data"]["key"]
+    return email, password, key
+
+
+async def _burst(base: str, n: int, method: str, path: str, headers: dict[str, str], json=None) -> list[int]:
+    limits = httpx.Limits(max_connections=n)
+    async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60) as c:
+        responses = await asyncio.gather(*(c.request(method, path, headers=headers, json=json) for _ in range(n)))
+    return [r.status_code for r in responses]
+
+
+def test_exactly_the_ip_limit_succeeds_under_concurrency(server):
+    _wait_for_fresh_window()
+    statuses = asyncio.run(_burst(server.base_url, 30, "POST", "/v1/auth/login", _as_ip(),
+                                  json={"email": "nobody@example.com", "password": "x" * 12}))
+    assert statuses.count(401) == 10
+    assert statuses.count(429) == 20
+
+
+def test_exactly_the_key_limit_succeeds_under_concurrency(server):
+    ip = _as_ip()
+    _wait_for_fresh_window(30)
+    _, _, key = _tenant(server.base_url, ip)
+    statuses = asyncio.run(_burst(server.base_url, 100, "GET", "/v1/auth/api-keys",
+                                  {**ip, "Authorization": f"Bearer {key}"}))
+    assert statuses.count(200) == 60
+    assert statuses.count(429) == 40
+
+
+def test_admin_set_plan_takes_effect_on_a_running_server(server):
+    ip = _as_ip()
+    email, _, key = _tenant(server.base_url, ip)
+    headers = {**ip, "Authorization": f"Bearer {key}"}
+    assert httpx.get(f"{server.base_url}/v1/auth/api-keys", headers=headers).headers["x-ratelimit-limit"] == "60"
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "admin", "set-plan", email, "builder", "--data-dir", str(server.data_dir)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "builder" in done.stdout
+    assert httpx.get(f"{server.base_url}/v1/auth/api-keys", headers=headers).headers["x-ratelimit-limit"] == "300"
+
+
+def test_admin_set_plan_unknown_email_fails_cleanly(server):
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "admin", "set-plan", "ghost@example.com", "pro", "--data-dir",
+         str(server.data_dir)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+    )
+    assert done.returncode == 2
+    assert "no account" in done.stderr
+
+
+def test_oversized_body_over_real_http(server):
+    r = httpx.post(f"{server.base_url}/v1/auth/register", content=b"x" * 200_000,
+                   headers={**_as_ip(), "content-type": "application/json"})
+    assert r.status_code == 413
+    assert r.json()["error"]["code"] == "REQ_004"
+
+
+def test_keys_and_passwords_never_reach_disk_or_logs(server):
+    email, password, key = _tenant(server.base_url, _as_ip())
+    httpx.get(f"{server.base_url}/v1/auth/api-keys", headers={**_as_ip(), "Authorization": f"Bearer {key}"})
+    secret_part = key.rsplit("_", 1)[1]
+    for path in server.data_dir.rglob("*"):
+        if path.is_file() and path.name != "master.key":
+            content = path.read_bytes()
+            assert secret_part.encode() not in content, path
+            assert password.encode() not in content, path
+    # The master secret is owner-only.
+    assert (server.data_dir / "secrets" / "master.key").stat().st_mode & 0o077 == 0

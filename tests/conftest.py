@@ -1,0 +1,29 @@
+"""Shared pytest fixtures for the whole suite."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _conformance_root() -> Path:
+    override = os.environ.get("QDAY_CONFORMANCE_DIR")
+    if override:
+        return Path(override)
+    return REPO_ROOT.parent / "shared" / "conformance"
+
+
+@pytest.fixture(scope="session")
+def conformance_dir() -> Path:
+    """The public test-vector folder (../shared/conformance); skips the test when absent."""
+    root = _conformance_root()
+    if not (root / "INDEX.md").is_file():
+        pytest.skip(
+            f"conformance vectors not found at {root} "
+            "(set QDAY_CONFORMANCE_DIR or place shared/conformance beside the checkout)"
+        )
+    return root

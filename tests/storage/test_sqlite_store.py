@@ -1,0 +1,84 @@
+"""The SQLite operational store: migrations, constraints, multi-process use,
+and disk faults mapped to a clear error."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
+from storage.models import Account, ApiKey, Environment, KeyType, Plan
+from storage.sqlite import SqliteStore, connect, migrate
+
+NOW = datetime(2026, 11, 21, tzinfo=UTC)
+
+
+def _account(n: int) -> Account:
+    return Account(f"usr_{n}", f"u{n}@example.com", None, Plan.FREE, NOW)
+
+
+def _key(n: int, account_id: str) -> ApiKey:
+    return ApiKey(f"key_{n}", account_id, "k", KeyType.SECRET, Environment.LIVE, bytes([n]) * 32, "svc_sec_live_sk_x", NOW)
+
+
+def test_migrations_apply_once(tmp_path):
+    conn = connect(tmp_path / "db.sqlite")
+    assert migrate(conn) == ["0001_accounts_and_api_keys.sql"]
+    assert migrate(conn) == []
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_duplicate_email_and_unknown_plan_target(tmp_path):
+    store = SqliteStore(tmp_path / "db.sqlite")
+    store.create_account(_account(1), "hash")
+    with pytest.raises(DuplicateEmail):
+        store.create_account(Account("usr_2", "u1@example.com", None, Plan.FREE, NOW), "hash")
+    with pytest.raises(AccountNotFound):
+        store.set_plan("ghost@example.com", Plan.PRO)
+    assert store.set_plan("u1@example.com", Plan.PRO).plan is Plan.PRO
+
+
+def test_rotation_is_atomic_and_once(tmp_path):
+    store = SqliteStore(tmp_path / "db.sqlite")
+    store.create_account(_account(1), "hash")
+    store.create_api_key(_key(1, "usr_1"))
+    expires = NOW + timedelta(hours=24)
+    assert store.rotate_api_key("usr_1", "key_1", _key(2, "usr_1"), expires)
+    assert not store.rotate_api_key("usr_1", "key_1", _key(3, "usr_1"), expires)
+    assert store.get_api_key("usr_1", "key_3") is None
+    old = store.get_api_key("usr_1", "key_1")
+    assert old is not None and old.expires_at == expires and old.replaced_by == "key_2"
+
+
+def _insert_accounts(path: str, start: int, count: int) -> None:
+    store = SqliteStore(__import__("pathlib").Path(path))
+    for n in range(start, start + count):
+        store.create_account(_account(n), "hash")
+    store.close()
+
+
+def test_several_processes_write_one_file_without_losing_rows(tmp_path):
+    path = tmp_path / "db.sqlite"
+    SqliteStore(path).close()
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_insert_accounts, args=(str(path), i * 1000, 200)) for i in range(3)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=120)
+        assert p.exitcode == 0
+    count = sqlite3.connect(path).execute("SELECT count(*) FROM accounts").fetchone()[0]
+    assert count == 600
+
+
+def test_read_only_store_gives_store_unavailable(tmp_path):
+    path = tmp_path / "db.sqlite"
+    SqliteStore(path).close()
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
+    store = SqliteStore.__new__(SqliteStore)
+    store._conn = conn  # a connection that cannot write, as on a read-only volume
+    with pytest.raises(StoreUnavailable):
+        store.create_api_key(_key(1, "usr_1"))
