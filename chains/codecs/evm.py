@@ -1,0 +1,46 @@
+"""EVM addresses (the 15 EVM chains): ``0x`` and 40 hex digits, with the EIP-55 case checksum."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Self
+
+from chains.codecs.address import Address, invalid
+from chains.codecs.hashes import keccak256
+from chains.registry import Chain, Family, Network
+
+_EVM_RE = re.compile(r"0x[0-9a-fA-F]{40}")
+
+
+def eip55(account: bytes) -> str:
+    """The EIP-55 mixed-case text of a 20-byte account, the form wallets display and check.
+
+    A hex letter is upper case where the keccak-256 of the lowercase hex has a nibble of 8 or more.
+    """
+    hex_ = account.hex()
+    digest = keccak256(hex_.encode("ascii")).hex()
+    return "0x" + "".join(c.upper() if int(d, 16) >= 8 else c for c, d in zip(hex_, digest[: len(hex_)], strict=True))
+
+
+@dataclass(frozen=True, slots=True)
+class EvmAddress(Address):
+    """A 20-byte EVM account on one of the EVM chains; canonical text is EIP-55."""
+
+    family = Family.EVM
+    address_type = "evm"
+    payload_sizes = (20,)
+
+    @classmethod
+    def decode(cls, text: str, chain: Chain = Chain.ETHEREUM, network: Network = Network.MAINNET) -> Self:
+        """Accept ``0x`` + 40 hex digits: all lower case, all upper case, or a correct EIP-55 mix."""
+        if not _EVM_RE.fullmatch(text):
+            raise invalid(chain, text, "expected '0x' followed by 40 hexadecimal digits")
+        account = bytes.fromhex(text[2:])
+        digits = text[2:]
+        if digits != digits.lower() and digits != digits.upper() and text != eip55(account):
+            raise invalid(chain, text, "bad EIP-55 checksum (mixed-case address whose case does not match)")
+        return cls(account, chain, network)
+
+    def __str__(self) -> str:
+        return eip55(self.payload)

@@ -1,0 +1,27 @@
+"""Hash functions that address formats and Bitcoin consensus are defined with."""
+
+from __future__ import annotations
+
+import hashlib
+
+from Crypto.Hash import RIPEMD160, keccak
+
+
+def sha256(data: bytes) -> bytes:
+    """SHA-256, the base of base58check checksums, script hashes and Solana PDAs."""
+    return hashlib.sha256(data).digest()
+
+
+def sha256d(data: bytes) -> bytes:
+    """Double SHA-256: Bitcoin txids, block hashes and base58check checksums."""
+    return hashlib.sha256(hashlib.sha256(data).digest()).digest()
+
+
+def hash160(data: bytes) -> bytes:
+    """RIPEMD-160 of SHA-256: the key and script commitment of P2PKH/P2SH/P2WPKH and Cosmos."""
+    return RIPEMD160.new(hashlib.sha256(data).digest()).digest()
+
+
+def keccak256(data: bytes) -> bytes:
+    """Keccak-256 (pre-standard SHA-3): EVM/Tron addresses and the EIP-55 checksum."""
+    return keccak.new(digest_bits=256, data=data).digest()
