@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from chains.codecs.hashes import hash160
+from pqc.hashes import hash160
 from chains.errors import MalformedChainData
 
 OP_0 = 0x00

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from chains.codecs.hashes import sha256d
+from pqc.hashes import sha256d
 from chains.errors import MalformedChainData
 
 _COINBASE_TXID = "00" * 32

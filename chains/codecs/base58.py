@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chains.codecs.hashes import sha256d
+from pqc.hashes import sha256d
 
 ALPHABET = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _INDEX = {c: i for i, c in enumerate(ALPHABET)}

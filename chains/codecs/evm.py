@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Self
 
 from chains.codecs.address import Address, invalid
-from chains.codecs.hashes import keccak256
+from pqc.hashes import keccak256
 from chains.registry import Chain, Family, Network
 
 _EVM_RE = re.compile(r"0x[0-9a-fA-F]{40}")

@@ -15,7 +15,7 @@ from chains.bitcoin.script import OutputType, classify_script, push_items, scrip
 from chains.bitcoin.spend import SpendType, analyze_input
 from chains.bitcoin.tx import Block, Transaction, TxIn, merkle_root, parse_block, parse_transaction
 from chains.codecs.bitcoin import BitcoinAddress
-from chains.codecs.hashes import hash160
+from pqc.hashes import hash160
 from chains.errors import MalformedChainData
 from chains.registry import Network
 

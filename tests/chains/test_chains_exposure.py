@@ -27,7 +27,7 @@ from chains.bitcoin.script import (
 )
 from chains.bitcoin.spend import InputDisclosure, SpendType, analyze_input
 from chains.bitcoin.tx import parse_transaction
-from chains.codecs.hashes import hash160
+from pqc.hashes import hash160
 from chains.observation import Exposure
 
 Loader = Callable[[str], Any]

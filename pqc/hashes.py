@@ -1,4 +1,4 @@
-"""Hash functions that address formats and Bitcoin consensus are defined with."""
+"""Hash functions that keys, addresses and Bitcoin consensus are defined with (shared by pqc and chains)."""
 
 from __future__ import annotations
 
