@@ -28,14 +28,16 @@ from api.ids import new_id
 from api.openapi import build_openapi, render_docs
 from api.passwords import Passwords
 from api.ratelimit import Decision, MemoryRateLimiter, RateGroup, SqliteRateLimiter, limit_for
-from api.routes import accounts, service
+from api.attestations import AttestationService
+from api.routes import accounts, attestations, keys, service
 from api.settings import Settings
 from storage.models import Plan
-from storage.sqlite import SqliteStore
+from storage.attestations_sqlite import SqliteAttestationStore
+from storage.sqlite import SqliteStore, open_database
 
 log = logging.getLogger("qday.api")
 _app_numbers = itertools.count()
-GROUPS = (service.group, service.docs_group, accounts.group)
+GROUPS = (service.group, service.docs_group, accounts.group, keys.group, attestations.group)
 _SANIC_STATUS_CODES = {400: "REQ_001", 404: "REQ_005", 405: "REQ_006", 413: "REQ_004", 415: "REQ_003", 503: "SRV_002"}
 
 
@@ -147,7 +149,8 @@ def _open_resources(app: Sanic) -> None:
     settings: Settings = ctx.settings
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     secrets = Secrets(load_master_secret(settings.secret_key, settings.secrets_dir))
-    ctx.store = SqliteStore(settings.operational_db, settings.sqlite_synchronous)
+    ctx.db = open_database(settings.operational_db, settings.sqlite_synchronous)
+    ctx.store = SqliteStore(ctx.db)
     # One worker counts exactly in memory; several share counters through SQLite.
     ctx.limiter = SqliteRateLimiter(settings.ratelimit_db) if settings.workers > 1 else MemoryRateLimiter()
     ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
@@ -155,6 +158,10 @@ def _open_resources(app: Sanic) -> None:
         ctx.store, ApiKeyCodec(settings.key_token, secrets.key_hash_key),
         SessionCodec(settings.key_token, secrets.session_key), ctx.clock,
         settings.session_ttl_seconds, settings.rotation_grace_seconds,
+    )
+    ctx.attestations = AttestationService(
+        SqliteAttestationStore(ctx.db), ctx.clock, secrets.challenge_key, settings.public_domain,
+        settings.challenge_ttl_seconds,
     )
 
 

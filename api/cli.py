@@ -35,10 +35,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_set_plan(args: argparse.Namespace) -> int:
-    from storage.sqlite import SqliteStore
+    from storage.sqlite import SqliteStore, open_database
 
     settings = _settings(args)
-    store = SqliteStore(settings.operational_db, settings.sqlite_synchronous)
+    store = SqliteStore(open_database(settings.operational_db, settings.sqlite_synchronous))
     try:
         account = store.set_plan(args.email.lower(), Plan(args.plan))
     finally:

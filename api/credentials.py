@@ -35,6 +35,7 @@ class Secrets:
             raise ValueError("master secret must be at least 32 bytes")
         self.key_hash_key = hmac.new(master, b"qday/api-key-hash/v1", hashlib.sha256).digest()
         self.session_key = hmac.new(master, b"qday/session-token/v1", hashlib.sha256).digest()
+        self.challenge_key = hmac.new(master, b"qday/registration-challenge/v1", hashlib.sha256).digest()
 
 
 def load_master_secret(configured_hex: str, secrets_dir: Path) -> bytes:

@@ -43,6 +43,7 @@ class Endpoint:
     description: str = ""
     content_type: str = "application/json"
     enveloped: bool = True  # False for documents served as they are (OpenAPI, HTML)
+    binary_alternative: str = ""  # description of an application/octet-stream success body, if offered
 
 
 Handler = Callable[..., Awaitable[HTTPResponse]]

@@ -85,9 +85,12 @@ def _operation(endpoint: Endpoint, schemas: dict[type, Any]) -> dict[str, Any]:
             "required": ["data", "meta"],
             "properties": {"data": schemas[endpoint.response], "meta": {"$ref": _REF.format(name="Meta")}},
         }
-        responses[str(endpoint.status)] = {
-            "description": "Success", "headers": _RATE_HEADERS, "content": {"application/json": {"schema": envelope}},
-        }
+        content: dict[str, Any] = {"application/json": {"schema": envelope}}
+        if endpoint.binary_alternative:
+            content["application/octet-stream"] = {
+                "schema": {"type": "string", "format": "binary", "description": endpoint.binary_alternative}
+            }
+        responses[str(endpoint.status)] = {"description": "Success", "headers": _RATE_HEADERS, "content": content}
     by_status: dict[int, list[str]] = defaultdict(list)
     for code in _errors_of(endpoint):
         by_status[status_of(code)].append(code)

@@ -44,6 +44,10 @@ class Settings:
     trusted_proxies: tuple[str, ...] = ()
     #: ``FULL`` survives power loss; ``NORMAL`` only process crashes.
     sqlite_synchronous: str = "FULL"
+    #: Service name written into attestation statements (binds them to this service).
+    public_domain: str = "qday.local"
+    #: Lifetime of key-registration challenges and attestation statements.
+    challenge_ttl_seconds: int = 600
     log_level: str = "INFO"
     access_log: bool = False
 
@@ -120,6 +124,10 @@ def _validate(s: Settings) -> Settings:
         raise SettingsError("rate_limit_multiplier must be positive")
     if s.enterprise_limit_factor < 1:
         raise SettingsError("enterprise_limit_factor must be at least 1")
+    if not 10 <= s.challenge_ttl_seconds <= 86400:
+        raise SettingsError("challenge_ttl_seconds must be between 10 and 86400")
+    if not s.public_domain or any(c.isspace() for c in s.public_domain):
+        raise SettingsError("public_domain must be a non-empty name without spaces")
     if s.sqlite_synchronous not in ("FULL", "NORMAL", "EXTRA"):
         raise SettingsError("sqlite_synchronous must be FULL, NORMAL or EXTRA")
     if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

@@ -67,3 +67,68 @@ class ApiKey:
         if self.deleted_at is not None:
             return False
         return self.expires_at is None or now < self.expires_at
+
+
+class KeyOrigin(enum.StrEnum):
+    """How a post-quantum public key came to be registered."""
+
+    GENERATED = "generated"  # by POST /v1/keys/generate (private key returned once, not kept)
+    REGISTERED = "registered"  # brought by the client with proof of possession
+
+
+@dataclass(frozen=True, slots=True)
+class PqKey:
+    """A post-quantum public key registered to an account and environment."""
+
+    id: str
+    account_id: str
+    environment: Environment
+    algorithm: str
+    chain: str
+    public_key: bytes
+    fingerprint: str
+    origin: KeyOrigin
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class AttestationChallenge:
+    """A server-issued statement for strict-mode attestations, usable once."""
+
+    id: str
+    account_id: str
+    environment: Environment
+    statement: str
+    statement_hash: bytes
+    expires_at: datetime
+    created_at: datetime
+    used_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Attestation:
+    """A stored hybrid attestation: both signatures verified before it was kept.
+
+    The signatures are kept (they are public data) so the attestation can be
+    re-verified later; their SHA-256 digests identify them.
+    """
+
+    id: str
+    account_id: str
+    environment: Environment
+    pq_key_id: str
+    message: bytes
+    ecdsa_public_key: bytes  # the recovered signer, compressed
+    ecdsa_claim: str  # what the client named: a public key (hex) or an address
+    ecdsa_scheme: str
+    ecdsa_signature: bytes
+    ecdsa_signature_hash: bytes
+    pqc_public_key: bytes
+    algorithm: str
+    context: bytes
+    pqc_signature: bytes
+    pqc_signature_hash: bytes
+    chain: str
+    metadata: str  # JSON text, echoed back
+    challenge_id: str | None
+    created_at: datetime

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from storage.models import Account, ApiKey, Environment, Plan
+from storage.models import Account, ApiKey, Attestation, AttestationChallenge, Environment, Plan, PqKey
 
 
 class Store(Protocol):
@@ -52,3 +52,34 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release the connection."""
+
+
+class AttestationStore(Protocol):
+    """Registered post-quantum keys, attestation challenges and attestations,
+    always scoped by account and environment."""
+
+    def add_pq_key(self, key: PqKey) -> PqKey:
+        """Register a public key; when the account already has it in this
+        environment, return the existing record instead (idempotent)."""
+
+    def pq_key_by_fingerprint(self, account_id: str, environment: Environment, algorithm: str,
+                              fingerprint: str) -> PqKey | None:
+        """The account's registered key with this algorithm and fingerprint."""
+
+    def list_pq_keys(self, account_id: str, environment: Environment) -> list[PqKey]:
+        """The account's registered keys in one environment, oldest first."""
+
+    def add_challenge(self, challenge: AttestationChallenge) -> None:
+        """Store a newly issued challenge."""
+
+    def challenge_by_statement(self, account_id: str, environment: Environment,
+                               statement_hash: bytes) -> AttestationChallenge | None:
+        """The account's challenge whose statement has this SHA-256."""
+
+    def add_attestation(self, attestation: Attestation, now: datetime) -> bool:
+        """Store an attestation; when it names a challenge, consume that challenge in
+        the same transaction. False (nothing stored) when the challenge is already
+        used or expired."""
+
+    def get_attestation(self, account_id: str, environment: Environment, attestation_id: str) -> Attestation | None:
+        """One of the account's attestations in this environment."""

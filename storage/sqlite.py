@@ -20,11 +20,13 @@ from storage.models import Account, ApiKey, Environment, KeyType, Plan
 _BUSY_TIMEOUT_MS = 5000
 
 
-def _ts(value: datetime | None) -> str | None:
+def ts(value: datetime | None) -> str | None:
+    """A datetime as stored: ISO 8601 UTC with microseconds."""
     return None if value is None else value.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-def _dt(value: str | None) -> datetime | None:
+def dt(value: str | None) -> datetime | None:
+    """A stored timestamp back as an aware datetime."""
     return None if value is None else datetime.fromisoformat(value)
 
 
@@ -83,14 +85,14 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
             for statement in statements:
                 conn.execute(statement)
             conn.execute(
-                "INSERT INTO schema_migrations VALUES (?, ?)", (file.name, _ts(datetime.now(UTC)))
+                "INSERT INTO schema_migrations VALUES (?, ?)", (file.name, ts(datetime.now(UTC)))
             )
         applied.append(file.name)
     return applied
 
 
 def _account(row: sqlite3.Row | tuple) -> Account:
-    return Account(id=row[0], email=row[1], name=row[2], plan=Plan(row[3]), created_at=_dt(row[4]))  # type: ignore[arg-type]
+    return Account(id=row[0], email=row[1], name=row[2], plan=Plan(row[3]), created_at=dt(row[4]))  # type: ignore[arg-type]
 
 
 _KEY_COLUMNS = (
@@ -115,20 +117,27 @@ def _api_key(row: tuple) -> ApiKey:
         environment=Environment(row[4]),
         key_hash=row[5],
         prefix=row[6],
-        created_at=_dt(row[7]),  # type: ignore[arg-type]
-        last_used_at=_dt(row[8]),
-        expires_at=_dt(row[9]),
-        deleted_at=_dt(row[10]),
+        created_at=dt(row[7]),  # type: ignore[arg-type]
+        last_used_at=dt(row[8]),
+        expires_at=dt(row[9]),
+        deleted_at=dt(row[10]),
         replaced_by=row[11],
     )
 
 
-class SqliteStore:
-    """``Store`` on one SQLite connection, owned by one process (or worker)."""
+def open_database(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
+    """A connection to the operational store with every migration applied; one
+    per process (or worker), shared by that process's repositories."""
+    conn = connect(path, synchronous)
+    migrate(conn)
+    return conn
 
-    def __init__(self, path: Path, synchronous: str = "FULL") -> None:
-        self._conn = connect(path, synchronous)
-        migrate(self._conn)
+
+class SqliteStore:
+    """``Store`` (accounts and API keys) on a connection from ``open_database``."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
 
     def create_account(self, account: Account, password_hash: str) -> None:
         """Insert a new account; raises ``DuplicateEmail`` if the email is taken."""
@@ -136,7 +145,7 @@ class SqliteStore:
             with write_transaction(self._conn) as c:
                 c.execute(
                     "INSERT INTO accounts (id, email, name, plan, password_hash, created_at) VALUES (?,?,?,?,?,?)",
-                    (account.id, account.email, account.name, account.plan.value, password_hash, _ts(account.created_at)),
+                    (account.id, account.email, account.name, account.plan.value, password_hash, ts(account.created_at)),
                 )
         except sqlite3.IntegrityError:
             raise DuplicateEmail("an account with this email already exists", field="email") from None
@@ -177,8 +186,8 @@ class SqliteStore:
             f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 key.id, key.account_id, key.name, key.type.value, key.environment.value, key.key_hash,
-                key.prefix, _ts(key.created_at), _ts(key.last_used_at), _ts(key.expires_at),
-                _ts(key.deleted_at), key.replaced_by,
+                key.prefix, ts(key.created_at), ts(key.last_used_at), ts(key.expires_at),
+                ts(key.deleted_at), key.replaced_by,
             ),
         )
 
@@ -208,7 +217,7 @@ class SqliteStore:
         with write_transaction(self._conn) as c:
             cur = c.execute(
                 "UPDATE api_keys SET deleted_at = ? WHERE id = ? AND account_id = ? AND deleted_at IS NULL",
-                (_ts(at), key_id, account_id),
+                (ts(at), key_id, account_id),
             )
         return cur.rowcount == 1
 
@@ -218,7 +227,7 @@ class SqliteStore:
             cur = c.execute(
                 "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ? AND account_id = ?"
                 " AND deleted_at IS NULL AND replaced_by IS NULL",
-                (_ts(old_expires_at), new.id, old_id, account_id),
+                (ts(old_expires_at), new.id, old_id, account_id),
             )
             if cur.rowcount != 1:
                 return False
@@ -228,8 +237,9 @@ class SqliteStore:
     def touch_api_key(self, key_id: str, at: datetime) -> None:
         """Record that the key was used at ``at``."""
         with write_transaction(self._conn) as c:
-            c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (_ts(at), key_id))
+            c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (ts(at), key_id))
 
     def close(self) -> None:
         """Release the connection."""
         self._conn.close()
+

@@ -118,3 +118,24 @@ def test_keys_and_passwords_never_reach_disk_or_logs(server):
             assert password.encode() not in content, path
     # The master secret is owner-only.
     assert (server.data_dir / "secrets" / "master.key").stat().st_mode & 0o077 == 0
+
+
+def test_generated_private_keys_never_reach_disk_or_logs(server):
+    ip = _as_ip()
+    _, _, key = _tenant(server.base_url, ip)
+    headers = {**ip, "Authorization": f"Bearer {key}"}
+    secrets = []
+    for algorithm in ("ml-dsa-44", "ml-dsa-65", "slh-dsa-128s"):
+        r = httpx.post(f"{server.base_url}/v1/keys/generate", json={"algorithm": algorithm, "chain": "ethereum"},
+                       headers=headers, timeout=30)
+        assert r.status_code == 201, r.text
+        data = r.json()["data"]
+        private = bytes.fromhex(data["privateKey"])
+        # Secret-only parts: ML-DSA's K (bytes 32-64; rho before it is public), SLH-DSA's SK.seed.
+        secret_part = private[32:64] if algorithm.startswith("ml-dsa") else private[:32]
+        secrets += [bytes.fromhex(data["seed"]), secret_part, data["seed"].encode(), secret_part.hex().encode()]
+    for path in server.data_dir.rglob("*"):
+        if path.is_file():
+            content = path.read_bytes()
+            for secret in secrets:
+                assert secret not in content, path

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+from pathlib import Path
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
 from storage.models import Account, ApiKey, Environment, KeyType, Plan
-from storage.sqlite import SqliteStore, connect, migrate
+from storage.sqlite import SqliteStore, connect, migrate, open_database
 
 NOW = datetime(2026, 11, 21, tzinfo=UTC)
 
@@ -26,13 +27,13 @@ def _key(n: int, account_id: str) -> ApiKey:
 
 def test_migrations_apply_once(tmp_path):
     conn = connect(tmp_path / "db.sqlite")
-    assert migrate(conn) == ["0001_accounts_and_api_keys.sql"]
+    assert migrate(conn)[0] == "0001_accounts_and_api_keys.sql"
     assert migrate(conn) == []
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 def test_duplicate_email_and_unknown_plan_target(tmp_path):
-    store = SqliteStore(tmp_path / "db.sqlite")
+    store = SqliteStore(open_database(tmp_path / "db.sqlite"))
     store.create_account(_account(1), "hash")
     with pytest.raises(DuplicateEmail):
         store.create_account(Account("usr_2", "u1@example.com", None, Plan.FREE, NOW), "hash")
@@ -42,7 +43,7 @@ def test_duplicate_email_and_unknown_plan_target(tmp_path):
 
 
 def test_rotation_is_atomic_and_once(tmp_path):
-    store = SqliteStore(tmp_path / "db.sqlite")
+    store = SqliteStore(open_database(tmp_path / "db.sqlite"))
     store.create_account(_account(1), "hash")
     store.create_api_key(_key(1, "usr_1"))
     expires = NOW + timedelta(hours=24)
@@ -54,7 +55,7 @@ def test_rotation_is_atomic_and_once(tmp_path):
 
 
 def _insert_accounts(path: str, start: int, count: int) -> None:
-    store = SqliteStore(__import__("pathlib").Path(path))
+    store = SqliteStore(open_database(Path(path)))
     for n in range(start, start + count):
         store.create_account(_account(n), "hash")
     store.close()
@@ -62,7 +63,7 @@ def _insert_accounts(path: str, start: int, count: int) -> None:
 
 def test_several_processes_write_one_file_without_losing_rows(tmp_path):
     path = tmp_path / "db.sqlite"
-    SqliteStore(path).close()
+    SqliteStore(open_database(path)).close()
     ctx = multiprocessing.get_context("spawn")
     procs = [ctx.Process(target=_insert_accounts, args=(str(path), i * 1000, 200)) for i in range(3)]
     for p in procs:
@@ -76,9 +77,8 @@ def test_several_processes_write_one_file_without_losing_rows(tmp_path):
 
 def test_read_only_store_gives_store_unavailable(tmp_path):
     path = tmp_path / "db.sqlite"
-    SqliteStore(path).close()
+    SqliteStore(open_database(path)).close()
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
-    store = SqliteStore.__new__(SqliteStore)
-    store._conn = conn  # a connection that cannot write, as on a read-only volume
+    store = SqliteStore(conn)  # a connection that cannot write, as on a read-only volume
     with pytest.raises(StoreUnavailable):
         store.create_api_key(_key(1, "usr_1"))

@@ -1,0 +1,79 @@
+"""Hybrid attestations per second over HTTP against the raw crypto ceiling.
+
+The ceiling is ``bench.bench_pqc.raw_hybrid_ceiling``: coincurve recovery plus
+cryptography ML-DSA-65 verification in a bare loop on one core, measured in the
+same run. The service does that plus HTTP, auth, rate limiting, validation,
+the registration lookup and a durable SQLite insert, with one worker.
+Target: >= 50 % of the ceiling.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+
+import httpx
+
+from bench.bench_pqc import raw_hybrid_ceiling
+from bench.httpload import Server, free_port, load, python_argv
+from tests.signing import eip191_signature, public_key
+
+ROUNDS = 3
+SECONDS = 4.0
+TARGET = 0.50
+
+
+def _setup(base: str) -> tuple[str, bytes]:
+    with httpx.Client(base_url=base, timeout=60) as c:
+        c.post("/v1/auth/register", json={"email": "bench@example.com", "password": "p" * 16})
+        session = c.post("/v1/auth/login", json={"email": "bench@example.com", "password": "p" * 16}).json()["data"]["token"]
+        key = c.post("/v1/auth/api-keys", json={"name": "bench", "type": "secret", "environment": "live"},
+                     headers={"Authorization": f"Bearer {session}"}).json()["data"]["key"]
+        auth = {"Authorization": f"Bearer {key}"}
+        generated = c.post("/v1/keys/generate", json={"algorithm": "ml-dsa-65", "chain": "ethereum"},
+                           headers=auth).json()["data"]
+    import pqc
+
+    message = b"qday benchmark attestation"
+    ecdsa_key = os.urandom(32)
+    body = {
+        "message": message.hex(),
+        "ecdsaSignature": eip191_signature(ecdsa_key, message).hex(),
+        "ecdsaPublicKey": public_key(ecdsa_key).hex(),
+        "pqcSignature": pqc.sign("ml-dsa-65", bytes.fromhex(generated["seed"]), message).hex(),
+        "pqcPublicKey": generated["publicKey"],
+        "algorithm": "ml-dsa-65",
+    }
+    return key, json.dumps(body).encode()
+
+
+def main() -> int:
+    """Run the benchmark and print the ratio; exit 1 if it misses the target."""
+    port = free_port()
+    data_dir = tempfile.mkdtemp(prefix="qday-bench-attest-")
+    argv = python_argv("-m", "api.cli", "serve", "--data-dir", data_dir, "--port", str(port))
+    with Server(argv, port, {"QDAY_RATE_LIMIT_MULTIPLIER": "100000"}, ready_path="/v1/health") as api:
+        key, body = _setup(f"http://127.0.0.1:{port}")
+        headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+        ceilings, rates = [], []
+        for i in range(ROUNDS):
+            ceilings.append(raw_hybrid_ceiling(1500))
+            result = load(api.port, "POST", "/v1/sign/hybrid", headers, body, seconds=SECONDS, connections=8)
+            if result.failures:
+                print(f"{result.failures} requests failed")
+                return 1
+            rates.append(result.per_second)
+            print(f"round {i + 1}/{ROUNDS}: raw recover+verify {ceilings[-1]:,.0f}/s, "
+                  f"HTTP attestations {rates[-1]:,.0f}/s", flush=True)
+    ceiling, rate = statistics.median(ceilings), statistics.median(rates)
+    ratio = rate / ceiling
+    print(f"hybrid attestations over HTTP: {rate:,.0f}/s; raw crypto ceiling (one core): {ceiling:,.0f}/s")
+    print(f"ratio {ratio:.2f} (target >= {TARGET:.2f}) {'OK' if ratio >= TARGET else 'BELOW TARGET'}")
+    return 0 if ratio >= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""``AttestationStore`` on SQLite: registered PQ keys, challenges, attestations."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+
+from storage.models import Attestation, AttestationChallenge, Environment, KeyOrigin, PqKey
+from storage.sqlite import dt, ts, write_transaction
+
+_PQ_COLUMNS = "id, account_id, environment, algorithm, chain, public_key, fingerprint, origin, created_at"
+_CHALLENGE_COLUMNS = "id, account_id, environment, statement, statement_hash, expires_at, created_at, used_at"
+_ATTESTATION_COLUMNS = (
+    "id, account_id, environment, pq_key_id, message, ecdsa_public_key, ecdsa_claim, ecdsa_scheme,"
+    " ecdsa_signature, ecdsa_signature_hash, pqc_public_key, algorithm, context, pqc_signature,"
+    " pqc_signature_hash, chain, metadata, challenge_id, created_at"
+)
+
+
+def _pq_key(row: tuple) -> PqKey:
+    return PqKey(row[0], row[1], Environment(row[2]), row[3], row[4], row[5], row[6], KeyOrigin(row[7]),
+                 dt(row[8]))  # type: ignore[arg-type]
+
+
+def _challenge(row: tuple) -> AttestationChallenge:
+    return AttestationChallenge(row[0], row[1], Environment(row[2]), row[3], row[4], dt(row[5]), dt(row[6]),  # type: ignore[arg-type]
+                                dt(row[7]))
+
+
+def _attestation(row: tuple) -> Attestation:
+    values = list(row)
+    values[2] = Environment(values[2])
+    values[18] = dt(values[18])
+    return Attestation(*values)
+
+
+class SqliteAttestationStore:
+    """Attestation state on a connection from ``storage.sqlite.open_database``."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def add_pq_key(self, key: PqKey) -> PqKey:
+        """Register a public key; when the account already has it in this
+        environment, return the existing record instead (idempotent)."""
+        with write_transaction(self._conn) as c:
+            c.execute(
+                f"INSERT INTO pq_keys ({_PQ_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)"
+                " ON CONFLICT (account_id, environment, algorithm, fingerprint) DO NOTHING",
+                (key.id, key.account_id, key.environment.value, key.algorithm, key.chain, key.public_key,
+                 key.fingerprint, key.origin.value, ts(key.created_at)),
+            )
+            row = c.execute(
+                f"SELECT {_PQ_COLUMNS} FROM pq_keys WHERE account_id = ? AND environment = ? AND algorithm = ?"
+                " AND fingerprint = ?",
+                (key.account_id, key.environment.value, key.algorithm, key.fingerprint),
+            ).fetchone()
+        return _pq_key(row)
+
+    def pq_key_by_fingerprint(self, account_id: str, environment: Environment, algorithm: str,
+                              fingerprint: str) -> PqKey | None:
+        """The account's registered key with this algorithm and fingerprint."""
+        row = self._conn.execute(
+            f"SELECT {_PQ_COLUMNS} FROM pq_keys WHERE account_id = ? AND environment = ? AND algorithm = ?"
+            " AND fingerprint = ?",
+            (account_id, environment.value, algorithm, fingerprint),
+        ).fetchone()
+        return None if row is None else _pq_key(row)
+
+    def list_pq_keys(self, account_id: str, environment: Environment) -> list[PqKey]:
+        """The account's registered keys in one environment, oldest first."""
+        rows = self._conn.execute(
+            f"SELECT {_PQ_COLUMNS} FROM pq_keys WHERE account_id = ? AND environment = ? ORDER BY created_at, id",
+            (account_id, environment.value),
+        )
+        return [_pq_key(r) for r in rows]
+
+    def add_challenge(self, challenge: AttestationChallenge) -> None:
+        """Store a newly issued challenge."""
+        with write_transaction(self._conn) as c:
+            c.execute(
+                f"INSERT INTO attestation_challenges ({_CHALLENGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
+                (challenge.id, challenge.account_id, challenge.environment.value, challenge.statement,
+                 challenge.statement_hash, ts(challenge.expires_at), ts(challenge.created_at), ts(challenge.used_at)),
+            )
+
+    def challenge_by_statement(self, account_id: str, environment: Environment,
+                               statement_hash: bytes) -> AttestationChallenge | None:
+        """The account's challenge whose statement has this SHA-256."""
+        row = self._conn.execute(
+            f"SELECT {_CHALLENGE_COLUMNS} FROM attestation_challenges WHERE statement_hash = ? AND account_id = ?"
+            " AND environment = ?",
+            (statement_hash, account_id, environment.value),
+        ).fetchone()
+        return None if row is None else _challenge(row)
+
+    def add_attestation(self, attestation: Attestation, now: datetime) -> bool:
+        """Store an attestation; when it names a challenge, consume that challenge in
+        the same transaction. False (nothing stored) when the challenge is already
+        used or expired."""
+        with write_transaction(self._conn) as c:
+            if attestation.challenge_id is not None:
+                consumed = c.execute(
+                    "UPDATE attestation_challenges SET used_at = ? WHERE id = ? AND used_at IS NULL AND expires_at > ?",
+                    (ts(now), attestation.challenge_id, ts(now)),
+                ).rowcount
+                if consumed != 1:
+                    return False
+            a = attestation
+            c.execute(
+                f"INSERT INTO attestations ({_ATTESTATION_COLUMNS}) VALUES ({', '.join('?' * 19)})",
+                (a.id, a.account_id, a.environment.value, a.pq_key_id, a.message, a.ecdsa_public_key, a.ecdsa_claim,
+                 a.ecdsa_scheme, a.ecdsa_signature, a.ecdsa_signature_hash, a.pqc_public_key, a.algorithm, a.context,
+                 a.pqc_signature, a.pqc_signature_hash, a.chain, a.metadata, a.challenge_id, ts(a.created_at)),
+            )
+        return True
+
+    def get_attestation(self, account_id: str, environment: Environment, attestation_id: str) -> Attestation | None:
+        """One of the account's attestations in this environment."""
+        row = self._conn.execute(
+            f"SELECT {_ATTESTATION_COLUMNS} FROM attestations WHERE id = ? AND account_id = ? AND environment = ?",
+            (attestation_id, account_id, environment.value),
+        ).fetchone()
+        return None if row is None else _attestation(row)
