@@ -33,6 +33,7 @@ from api.routes import accounts, attestations, keys, service
 from api.settings import Settings
 from storage.models import Plan
 from storage.attestations_sqlite import SqliteAttestationStore
+from storage.group_commit import GroupCommitWriter
 from storage.sqlite import SqliteStore, open_database
 
 log = logging.getLogger("qday.api")
@@ -159,8 +160,9 @@ def _open_resources(app: Sanic) -> None:
         SessionCodec(settings.key_token, secrets.session_key), ctx.clock,
         settings.session_ttl_seconds, settings.rotation_grace_seconds,
     )
+    ctx.writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous)
     ctx.attestations = AttestationService(
-        SqliteAttestationStore(ctx.db), ctx.clock, secrets.challenge_key, settings.public_domain,
+        SqliteAttestationStore(ctx.db, ctx.writer), ctx.clock, secrets.challenge_key, settings.public_domain,
         settings.challenge_ttl_seconds,
     )
 
@@ -169,7 +171,7 @@ def _close_resources(app: Sanic) -> None:
     ctx = app.ctx
     if hasattr(ctx, "executor"):
         ctx.executor.shutdown(wait=True)
-    for name in ("store", "limiter"):
+    for name in ("writer", "store", "limiter"):
         if hasattr(ctx, name):
             getattr(ctx, name).close()
 

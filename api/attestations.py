@@ -189,7 +189,7 @@ class AttestationService:
                            field="message", reason="used" if challenge.used_at else "expired")
         return challenge
 
-    def attest(self, principal: Principal, h: HybridInput, result: CheckResult, metadata: dict[str, Any],
+    async def attest(self, principal: Principal, h: HybridInput, result: CheckResult, metadata: dict[str, Any],
                strict: bool) -> Attestation:
         """Store an attestation whose signatures were checked; PQC_004 if either
         failed, PQC_003 if the PQ key is not the caller's, ATT_* in strict mode."""
@@ -214,7 +214,7 @@ class AttestationService:
             chain=h.chain, metadata=json.dumps(metadata, separators=(",", ":"), sort_keys=True),
             challenge_id=challenge.id if challenge else None, created_at=now,
         )
-        if not self._store.add_attestation(attestation, now):
+        if not await self._store.add_attestation(attestation, now):
             raise ApiError("ATT_002", "strict mode: this statement was already used or has expired", field="message")
         return attestation
 

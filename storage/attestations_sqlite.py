@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
+from storage.group_commit import GroupCommitWriter
 from storage.models import Attestation, AttestationChallenge, Environment, KeyOrigin, PqKey
 from storage.sqlite import dt, ts, write_transaction
 
@@ -35,10 +36,12 @@ def _attestation(row: tuple) -> Attestation:
 
 
 class SqliteAttestationStore:
-    """Attestation state on a connection from ``storage.sqlite.open_database``."""
+    """Attestation state: reads on a connection from ``storage.sqlite.open_database``,
+    attestation inserts through the group-commit writer (the hot write path)."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter) -> None:
         self._conn = conn
+        self._writer = writer
 
     def add_pq_key(self, key: PqKey) -> PqKey:
         """Register a public key; when the account already has it in this
@@ -94,26 +97,11 @@ class SqliteAttestationStore:
         ).fetchone()
         return None if row is None else _challenge(row)
 
-    def add_attestation(self, attestation: Attestation, now: datetime) -> bool:
+    async def add_attestation(self, attestation: Attestation, now: datetime) -> bool:
         """Store an attestation; when it names a challenge, consume that challenge in
         the same transaction. False (nothing stored) when the challenge is already
-        used or expired."""
-        with write_transaction(self._conn) as c:
-            if attestation.challenge_id is not None:
-                consumed = c.execute(
-                    "UPDATE attestation_challenges SET used_at = ? WHERE id = ? AND used_at IS NULL AND expires_at > ?",
-                    (ts(now), attestation.challenge_id, ts(now)),
-                ).rowcount
-                if consumed != 1:
-                    return False
-            a = attestation
-            c.execute(
-                f"INSERT INTO attestations ({_ATTESTATION_COLUMNS}) VALUES ({', '.join('?' * 19)})",
-                (a.id, a.account_id, a.environment.value, a.pq_key_id, a.message, a.ecdsa_public_key, a.ecdsa_claim,
-                 a.ecdsa_scheme, a.ecdsa_signature, a.ecdsa_signature_hash, a.pqc_public_key, a.algorithm, a.context,
-                 a.pqc_signature, a.pqc_signature_hash, a.chain, a.metadata, a.challenge_id, ts(a.created_at)),
-            )
-        return True
+        used or expired. Returns once the commit is durable."""
+        return await self._writer.write(lambda c: _insert_attestation(c, attestation, now))
 
     def get_attestation(self, account_id: str, environment: Environment, attestation_id: str) -> Attestation | None:
         """One of the account's attestations in this environment."""
@@ -122,3 +110,20 @@ class SqliteAttestationStore:
             (attestation_id, account_id, environment.value),
         ).fetchone()
         return None if row is None else _attestation(row)
+
+
+def _insert_attestation(c: sqlite3.Connection, a: Attestation, now: datetime) -> bool:
+    if a.challenge_id is not None:
+        consumed = c.execute(
+            "UPDATE attestation_challenges SET used_at = ? WHERE id = ? AND used_at IS NULL AND expires_at > ?",
+            (ts(now), a.challenge_id, ts(now)),
+        ).rowcount
+        if consumed != 1:
+            return False
+    c.execute(
+        f"INSERT INTO attestations ({_ATTESTATION_COLUMNS}) VALUES ({', '.join('?' * 19)})",
+        (a.id, a.account_id, a.environment.value, a.pq_key_id, a.message, a.ecdsa_public_key, a.ecdsa_claim,
+         a.ecdsa_scheme, a.ecdsa_signature, a.ecdsa_signature_hash, a.pqc_public_key, a.algorithm, a.context,
+         a.pqc_signature, a.pqc_signature_hash, a.chain, a.metadata, a.challenge_id, ts(a.created_at)),
+    )
+    return True

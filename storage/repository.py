@@ -76,10 +76,10 @@ class AttestationStore(Protocol):
                                statement_hash: bytes) -> AttestationChallenge | None:
         """The account's challenge whose statement has this SHA-256."""
 
-    def add_attestation(self, attestation: Attestation, now: datetime) -> bool:
+    async def add_attestation(self, attestation: Attestation, now: datetime) -> bool:
         """Store an attestation; when it names a challenge, consume that challenge in
         the same transaction. False (nothing stored) when the challenge is already
-        used or expired."""
+        used or expired. Returns only once the write is durable."""
 
     def get_attestation(self, account_id: str, environment: Environment, attestation_id: str) -> Attestation | None:
         """One of the account's attestations in this environment."""

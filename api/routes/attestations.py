@@ -89,7 +89,7 @@ async def sign_hybrid(request: Request, body: HybridRequest) -> HTTPResponse:
                       body.pqc_public_key, body.algorithm, body.chain, body.ecdsa_scheme, body.context)
     ctx = request.app.ctx
     result: CheckResult = await run_verification(ctx.executor, h.algorithm.value, check_hybrid, h)
-    attestation = ctx.attestations.attest(request.ctx.principal, h, result, body.metadata, body.strict)
+    attestation = await ctx.attestations.attest(request.ctx.principal, h, result, body.metadata, body.strict)
     return ok(request, _attestation_out(attestation), status=201)
 
 
