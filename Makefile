@@ -10,6 +10,8 @@ DATA_DIR ?= var
 
 .PHONY: install install-test run test bench lock clean
 
+include mk/anvil.mk
+
 $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet uv==$(UV_VERSION)
@@ -30,10 +32,10 @@ install-test: $(VENV)/.installed-test
 run: install  ## start the API on 127.0.0.1:8000 with data under ./var
 	$(VENV)/bin/qday serve --data-dir $(DATA_DIR)
 
-test: install-test  ## run the whole suite
+test: install-test anvil  ## run the whole suite
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: install-test  ## run every benchmark in bench/ (ratios against ceilings measured in the same run)
+bench: install-test anvil  ## run every benchmark in bench/ (ratios against ceilings measured in the same run)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 lock: $(UV)  ## re-resolve pyproject.toml and refresh the hashed lock files
