@@ -12,22 +12,11 @@ import statistics
 import sys
 import tempfile
 
-import httpx
-
-from bench.httpload import Server, free_port, load, python_argv
+from bench.httpload import Server, free_port, load, provision_secret_key, python_argv
 
 ROUNDS = 3
 SECONDS = 3.0
 TARGET = 0.60
-
-
-def _secret_key(base: str) -> str:
-    with httpx.Client(base_url=base, timeout=30) as c:
-        c.post("/v1/auth/register", json={"email": "bench@example.com", "password": "p" * 16})
-        session = c.post("/v1/auth/login", json={"email": "bench@example.com", "password": "p" * 16}).json()["data"]["token"]
-        r = c.post("/v1/auth/api-keys", json={"name": "bench", "type": "secret", "environment": "live"},
-                   headers={"Authorization": f"Bearer {session}"})
-        return r.json()["data"]["key"]
 
 
 def main() -> int:
@@ -39,7 +28,7 @@ def main() -> int:
         python_argv("-m", "api.cli", "serve", "--data-dir", data_dir, "--port", str(api_port)), api_port, env,
         ready_path="/v1/health",
     ) as api:
-        key = _secret_key(f"http://127.0.0.1:{api_port}")
+        key = provision_secret_key(f"http://127.0.0.1:{api_port}")
         auth = {"Authorization": f"Bearer {key}"}
         bare_rates, api_rates = [], []
         for i in range(ROUNDS):

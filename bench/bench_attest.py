@@ -17,8 +17,9 @@ import tempfile
 
 import httpx
 
+import pqc
 from bench.bench_pqc import raw_hybrid_ceiling
-from bench.httpload import Server, free_port, load, python_argv
+from bench.httpload import Server, free_port, load, provision_secret_key, python_argv
 from tests.signing import eip191_signature, public_key
 
 ROUNDS = 3
@@ -27,16 +28,9 @@ TARGET = 0.50
 
 
 def _setup(base: str) -> tuple[str, bytes]:
-    with httpx.Client(base_url=base, timeout=60) as c:
-        c.post("/v1/auth/register", json={"email": "bench@example.com", "password": "p" * 16})
-        session = c.post("/v1/auth/login", json={"email": "bench@example.com", "password": "p" * 16}).json()["data"]["token"]
-        key = c.post("/v1/auth/api-keys", json={"name": "bench", "type": "secret", "environment": "live"},
-                     headers={"Authorization": f"Bearer {session}"}).json()["data"]["key"]
-        auth = {"Authorization": f"Bearer {key}"}
-        generated = c.post("/v1/keys/generate", json={"algorithm": "ml-dsa-65", "chain": "ethereum"},
-                           headers=auth).json()["data"]
-    import pqc
-
+    key = provision_secret_key(base)
+    generated = httpx.post(f"{base}/v1/keys/generate", json={"algorithm": "ml-dsa-65", "chain": "ethereum"},
+                           headers={"Authorization": f"Bearer {key}"}, timeout=60).json()["data"]
     message = b"qday benchmark attestation"
     ecdsa_key = os.urandom(32)
     body = {

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+
+from tests.processes import free_port, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,12 +79,6 @@ def load(port: int, method: str, path: str, headers: dict[str, str] | None = Non
     return asyncio.run(_run(port, request, seconds, connections))
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 class Server:
     """A server subprocess in its own process group, stopped on exit."""
@@ -123,18 +117,24 @@ class Server:
 
     def stop(self) -> None:
         """Terminate the whole process group."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
+        stop_group(self.process)
 
     def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *_: object) -> None:
         self.stop()
+
+
+def provision_secret_key(base_url: str, email: str = "bench@example.com") -> str:
+    """Register an account on a running server and return a new live secret key."""
+    password = "p" * 16
+    with httpx.Client(base_url=base_url, timeout=60) as c:
+        c.post("/v1/auth/register", json={"email": email, "password": password})
+        session = c.post("/v1/auth/login", json={"email": email, "password": password}).json()["data"]["token"]
+        r = c.post("/v1/auth/api-keys", json={"name": "bench", "type": "secret", "environment": "live"},
+                   headers={"Authorization": f"Bearer {session}"})
+        return r.json()["data"]["key"]
 
 
 def python_argv(*args: str) -> list[str]:

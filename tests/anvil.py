@@ -10,8 +10,6 @@ no Solidity compiler here, and ten opcodes are enough.
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
@@ -21,6 +19,8 @@ from typing import Any
 import httpx
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
+
+from tests.processes import free_port, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ANVIL_PACKAGE = "@foundry-rs/anvil-linux-amd64"
@@ -36,12 +36,6 @@ def anvil_binary() -> Path | None:
 
 MISSING_ANVIL = f"anvil not found (set QDAY_ANVIL or run `make anvil`, which installs {ANVIL_PACKAGE} into .tools/)"
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class RpcFailed(RuntimeError):
@@ -120,13 +114,7 @@ class Anvil:
     def stop(self) -> None:
         """Stop the node."""
         self._http.close()
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=5)
+        stop_group(self.process, timeout=10)
 
 
 # --- a ten-opcode assembler -------------------------------------------------------------

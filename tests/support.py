@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +16,8 @@ from typing import Any
 
 import httpx
 from sanic import Sanic
+
+from tests.processes import free_port, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 _client_numbers = itertools.count(1)
@@ -119,12 +119,6 @@ async def make_tenant(client: httpx.AsyncClient, key_names: tuple[str, ...] = ("
     return Tenant(email, password, account_id, session, keys)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
 
 class ServerProcess:
     """``qday serve`` in a subprocess on 127.0.0.1, for tests over real HTTP."""
@@ -159,11 +153,5 @@ class ServerProcess:
 
     def stop(self) -> None:
         """Stop the server and all its worker processes."""
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=5)
+        stop_group(self.process)
         self._log.close()
