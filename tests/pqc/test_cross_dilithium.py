@@ -58,3 +58,15 @@ def test_hash_ml_dsa_signatures_from_there_verify_here() -> None:
         pqc.verify(Algorithm.ML_DSA_44, public_key, MESSAGE, signature, b"ctx")
     with pytest.raises(InvalidSignature):
         pqc.verify_prehashed(Algorithm.ML_DSA_44, public_key, MESSAGE, signature, b"ctx", prehash=pqc.PreHash.SHA2_256)
+
+
+@pytest.mark.parametrize("algorithm", list(REFERENCE), ids=str)
+def test_expanded_key_is_right_when_sampling_must_squeeze_more(
+    algorithm: Algorithm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # First squeezes too short for 256 coefficients: the retry paths, which real
+    # parameters reach with negligible probability, must still give the FIPS 204 key.
+    monkeypatch.setattr("pqc.mldsa_expand._A_CANDIDATES", 200)
+    monkeypatch.setattr("pqc.mldsa_expand._S_BYTES", 100)
+    pair = pqc.generate_keypair(algorithm)
+    assert REFERENCE[algorithm].key_derive(pair.seed) == (pair.public_key, pair.private_key)
