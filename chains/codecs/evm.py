@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Self
 
 from chains.codecs.address import Address, invalid
@@ -13,6 +14,12 @@ from chains.registry import Chain, Family, Network
 _EVM_RE = re.compile(r"0x[0-9a-fA-F]{40}")
 
 
+#: (hex digit, digest nibble) -> the digit in its EIP-55 case.
+_CHECKSUM_CASE = MappingProxyType({
+    (c, d): c.upper() if int(d, 16) >= 8 else c for c in "0123456789abcdef" for d in "0123456789abcdef"
+})
+
+
 def eip55(account: bytes) -> str:
     """The EIP-55 mixed-case text of a 20-byte account, the form wallets display and check.
 
@@ -20,7 +27,7 @@ def eip55(account: bytes) -> str:
     """
     hex_ = account.hex()
     digest = keccak256(hex_.encode("ascii")).hex()
-    return "0x" + "".join(c.upper() if int(d, 16) >= 8 else c for c, d in zip(hex_, digest[: len(hex_)], strict=True))
+    return "0x" + "".join(map(_CHECKSUM_CASE.__getitem__, zip(hex_, digest)))
 
 
 @dataclass(frozen=True, slots=True)
