@@ -11,6 +11,7 @@ DATA_DIR ?= var
 .PHONY: install install-test run test bench lock clean
 
 include mk/anvil.mk
+include mk/softhsm.mk
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -29,14 +30,14 @@ install: $(VENV)/.installed  ## create .venv and install the pinned dependencies
 
 install-test: $(VENV)/.installed-test
 
-run: install  ## start the API on 127.0.0.1:8000 with data under ./var
+run: install softhsm  ## start the API on 127.0.0.1:8000 with data under ./var
 	$(VENV)/bin/qday serve --data-dir $(DATA_DIR)
 
-test: install-test anvil  ## run the whole suite
-	$(PY) -m pytest $(PYTEST_ARGS)
+test: install-test anvil softhsm-test-token  ## run the whole suite
+	$(SOFTHSM_TEST_ENV) $(PY) -m pytest $(PYTEST_ARGS)
 
-bench: install-test anvil  ## run every benchmark in bench/ (ratios against ceilings measured in the same run)
-	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+bench: install-test anvil softhsm-test-token  ## run every benchmark in bench/ (ratios against ceilings measured in the same run)
+	@for b in bench/bench_*.py; do m=$${b%.py}; echo "== $$m"; $(SOFTHSM_TEST_ENV) $(PY) -m $${m//\//.} || exit 1; done
 
 lock: $(UV)  ## re-resolve pyproject.toml and refresh the hashed lock files
 	$(UV) lock --quiet
@@ -44,4 +45,4 @@ lock: $(UV)  ## re-resolve pyproject.toml and refresh the hashed lock files
 	$(UV) export --quiet --no-emit-project --only-group test --format requirements-txt -o requirements-test.lock
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .softhsm-test

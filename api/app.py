@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+import httpx
 import msgspec
 from sanic import HTTPResponse, Request, Sanic
 from sanic.exceptions import SanicException
@@ -29,16 +30,24 @@ from api.openapi import build_openapi, render_docs
 from api.passwords import Passwords
 from api.ratelimit import Decision, MemoryRateLimiter, RateGroup, SqliteRateLimiter, limit_for
 from api.attestations import AttestationService
-from api.routes import accounts, attestations, keys, service
+from api.custody import open_managed_custody
+from api.routes import accounts, attestations, keys, managed, scans, service
+from api.scans import ScanService
 from api.settings import Settings
-from storage.models import Plan
+from chains.clients import build_clients
+from chains.clients.prices import ChainlinkPrices, PriceOracle, StaticPrices
+from chains.endpoints import Environment as ChainEnvironment
+from storage.models import Environment, Plan
+from storage.scans_sqlite import SqliteScanStore
 from storage.attestations_sqlite import SqliteAttestationStore
 from storage.group_commit import GroupCommitWriter
+from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.sqlite import SqliteStore, open_database
 
 log = logging.getLogger("qday.api")
 _app_numbers = itertools.count()
-GROUPS = (service.group, service.docs_group, accounts.group, keys.group, attestations.group)
+GROUPS = (service.group, service.docs_group, accounts.group, keys.group, attestations.group, scans.group,
+          managed.group)
 _SANIC_STATUS_CODES = {400: "REQ_001", 404: "REQ_005", 405: "REQ_006", 413: "REQ_004", 415: "REQ_003", 503: "SRV_002"}
 
 
@@ -165,13 +174,40 @@ def _open_resources(app: Sanic) -> None:
         SqliteAttestationStore(ctx.db, ctx.writer), ctx.clock, secrets.challenge_key, settings.public_domain,
         settings.challenge_ttl_seconds,
     )
+    # Managed custody: without a usable backend the API still starts (CUS_004 on use).
+    ctx.managed = open_managed_custody(settings, SqliteManagedKeyStore(ctx.db, ctx.writer), ctx.clock, ctx.executor)
+    ctx.managed.start_purge_loop(settings.purge_interval_seconds)
+
+
+async def _open_chain_access(app: Sanic) -> None:
+    ctx = app.ctx
+    settings: Settings = ctx.settings
+    ctx.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
+    clients, prices = {}, {}
+    static = StaticPrices.from_file()
+    for env in Environment:
+        endpoints = settings.chains[ChainEnvironment(env.value)]
+        clients[env] = build_clients(settings.chains, ChainEnvironment(env.value), ctx.http)
+        prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(endpoints, ctx.http), static])
+    ctx.chain_clients = clients
+    ctx.scans = ScanService(SqliteScanStore(ctx.db, ctx.writer), clients, prices, ctx.clock,
+                            settings.scan_cache_ttl_seconds)
+
+
+async def _close_chain_access(app: Sanic) -> None:
+    ctx = app.ctx
+    for clients in getattr(ctx, "chain_clients", {}).values():
+        for client in clients.values():
+            await client.aclose()
+    if hasattr(ctx, "http"):
+        await ctx.http.aclose()
 
 
 def _close_resources(app: Sanic) -> None:
     ctx = app.ctx
     if hasattr(ctx, "executor"):
         ctx.executor.shutdown(wait=True)
-    for name in ("writer", "store", "limiter"):
+    for name in ("managed", "writer", "store", "limiter"):
         if hasattr(ctx, name):
             getattr(ctx, name).close()
 
@@ -203,9 +239,11 @@ def create_app(settings: Settings, clock: Clock | None = None, passwords: Passwo
     @app.before_server_start
     async def _start(app: Sanic, *_: Any) -> None:
         _open_resources(app)
+        await _open_chain_access(app)
 
     @app.after_server_stop
     async def _stop(app: Sanic, *_: Any) -> None:
+        await _close_chain_access(app)
         _close_resources(app)
 
     return app

@@ -1,7 +1,8 @@
 """The ``qday`` command: everything a person runs.
 
 ``qday serve`` starts the API; ``qday admin set-plan`` changes an account's plan
-(effective at once, even on a running server, since every request reads it).
+(effective at once, even on a running server, since every request reads it);
+``qday admin purge-keys`` destroys managed keys whose deletion date has passed.
 """
 
 from __future__ import annotations
@@ -15,14 +16,18 @@ from storage.errors import StorageError
 from storage.models import Plan
 
 
+def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    values = {
+        "data_dir": args.data_dir,
+        "host": getattr(args, "host", None),
+        "port": getattr(args, "port", None),
+        "workers": getattr(args, "workers", None),
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
 def _settings(args: argparse.Namespace):
-    return load_settings(
-        config_file=args.config,
-        data_dir=args.data_dir,
-        host=getattr(args, "host", None),
-        port=getattr(args, "port", None),
-        workers=getattr(args, "workers", None),
-    )
+    return load_settings(config_file=args.config, **_overrides(args))
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -30,7 +35,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     print(f"qday API on http://{settings.host}:{settings.port}/v1 (data in {settings.data_dir})", flush=True)
-    serve(settings)
+    serve(args.config, **_overrides(args))
     return 0
 
 
@@ -44,6 +49,15 @@ def _cmd_set_plan(args: argparse.Namespace) -> int:
     finally:
         store.close()
     print(f"{account.email} ({account.id}) is now on plan {account.plan.value}")
+    return 0
+
+
+def _cmd_purge_keys(args: argparse.Namespace) -> int:
+    from api.custody import purge_due_keys
+
+    destroyed = purge_due_keys(_settings(args))
+    print(f"destroyed {len(destroyed)} managed key(s) whose deletion date has passed"
+          + (": " + ", ".join(destroyed) if destroyed else ""))
     return 0
 
 
@@ -67,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
     set_plan.add_argument("email")
     set_plan.add_argument("plan", choices=[p.value for p in Plan])
     set_plan.set_defaults(func=_cmd_set_plan)
+    purge = admin_sub.add_parser(
+        "purge-keys", parents=[common],
+        help="destroy managed keys whose deletion waiting period is over (the server also does this periodically)")
+    purge.set_defaults(func=_cmd_purge_keys)
     return parser
 
 

@@ -3,18 +3,28 @@
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
+from typing import Any
 
 from sanic import Sanic
 from sanic.worker.loader import AppLoader
 
 from api.app import create_app
-from api.settings import Settings
+from api.settings import load_settings
 
 
-def serve(settings: Settings) -> None:
+def _app_from_settings(config_file: Path | None, overrides: dict[str, Any]) -> Sanic:
+    # Each spawned worker rebuilds the settings from the same inputs (the environment
+    # is inherited), so nothing unpicklable crosses the process boundary.
+    return create_app(load_settings(config_file=config_file, **overrides))
+
+
+def serve(config_file: Path | None = None, **overrides: Any) -> None:
     """Run the API until interrupted; workers are spawned processes, each with
-    its own store connection."""
-    loader = AppLoader(factory=partial(create_app, settings))
+    its own store connection. Settings come from the environment, ``config_file``
+    and ``overrides`` (validated here first, so bad values stop start-up at once)."""
+    settings = load_settings(config_file=config_file, **overrides)
+    loader = AppLoader(factory=partial(_app_from_settings, config_file, overrides))
     app = loader.load()
     app.prepare(
         host=settings.host,

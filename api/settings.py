@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from chains.endpoints import ChainEndpoints, ConfigError, load_endpoints
+
 
 class SettingsError(ValueError):
     """A configuration value is missing, malformed or out of range."""
@@ -48,8 +50,31 @@ class Settings:
     public_domain: str = "qday.local"
     #: Lifetime of key-registration challenges and attestation statements.
     challenge_ttl_seconds: int = 600
+    #: How long a stored scan result is served before it is refreshed on demand.
+    scan_cache_ttl_seconds: int = 600
     log_level: str = "INFO"
     access_log: bool = False
+    #: Managed custody backend: ``softhsm`` (embedded default: a SoftHSM2 token,
+    #: created under ``data_dir/softhsm`` on first start), ``pkcs11`` (an existing
+    #: token of any PKCS#11 module with AES-GCM, e.g. a network HSM) or ``disabled``.
+    custody_backend: str = "softhsm"
+    #: The PKCS#11 module (shared library) of the custody token.
+    custody_module: str = "/usr/lib/softhsm/libsofthsm2.so"
+    custody_token_label: str = "qday"
+    #: Label of the token's AES wrapping key (generated on first start if missing).
+    custody_wrap_key_label: str = "qday-wrap-v1"
+    #: User PIN of the token; empty with ``softhsm``: generated beside the token.
+    custody_pin: str = field(default="", repr=False)
+    #: SoftHSM2 configuration; empty: ``$SOFTHSM2_CONF`` if set, else
+    #: ``data_dir/softhsm/softhsm2.conf``.
+    softhsm_conf: str = ""
+    #: Waiting period between a deletion request and destruction (spec: at least 7 days).
+    deletion_wait_days: int = 7
+    #: How often each worker destroys managed keys whose waiting period is over (0: never;
+    #: then run ``qday admin purge-keys`` from a scheduler).
+    purge_interval_seconds: int = 300
+    #: Chain data endpoints of both environments (``[chains]`` table, ``QDAY_<CHAIN>_…``).
+    chains: ChainEndpoints = field(default_factory=lambda: load_endpoints({}), repr=False)
 
     @property
     def operational_db(self) -> Path:
@@ -128,6 +153,14 @@ def _validate(s: Settings) -> Settings:
         raise SettingsError("challenge_ttl_seconds must be between 10 and 86400")
     if not s.public_domain or any(c.isspace() for c in s.public_domain):
         raise SettingsError("public_domain must be a non-empty name without spaces")
+    if not 0 <= s.scan_cache_ttl_seconds <= 30 * 86400:
+        raise SettingsError("scan_cache_ttl_seconds must be between 0 and 2592000 (30 days)")
+    if s.custody_backend not in ("softhsm", "pkcs11", "disabled"):
+        raise SettingsError("custody_backend must be softhsm, pkcs11 or disabled")
+    if not 7 <= s.deletion_wait_days <= 3650:
+        raise SettingsError("deletion_wait_days must be between 7 (the spec's minimum) and 3650")
+    if s.purge_interval_seconds != 0 and not 10 <= s.purge_interval_seconds <= 86400:
+        raise SettingsError("purge_interval_seconds must be 0 (off) or between 10 and 86400")
     if s.sqlite_synchronous not in ("FULL", "NORMAL", "EXTRA"):
         raise SettingsError("sqlite_synchronous must be FULL, NORMAL or EXTRA")
     if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):
@@ -148,14 +181,16 @@ def load_settings(
     """Build the validated settings from defaults, a TOML file, the environment
     and explicit overrides (command-line flags), in rising priority."""
     env = os.environ if env is None else env
-    names = {f.name for f in fields(Settings)}
+    names = {f.name for f in fields(Settings)} - {"chains"}
     values: dict[str, Any] = {}
+    chains_table: dict[str, Any] | None = None
     config_path = config_file or (Path(env["QDAY_CONFIG"]) if env.get("QDAY_CONFIG") else None)
     if config_path is not None:
         try:
             table = tomllib.loads(config_path.read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SettingsError(f"cannot read config file {config_path}: {exc}") from None
+        chains_table = table.pop("chains", None)
         unknown = sorted(set(table) - names)
         if unknown:
             raise SettingsError(f"unknown settings in {config_path}: {', '.join(unknown)}")
@@ -165,4 +200,8 @@ def load_settings(
         if raw is not None and raw != "":
             values[name] = _coerce(name, raw)
     values.update({k: _coerce(k, v) for k, v in overrides.items() if v is not None})
+    try:
+        values["chains"] = load_endpoints(env, chains_table)
+    except ConfigError as exc:
+        raise SettingsError(f"chain endpoints: {exc}") from None
     return _validate(Settings(**values))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 
@@ -132,3 +132,98 @@ class Attestation:
     metadata: str  # JSON text, echoed back
     challenge_id: str | None
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedAddress:
+    """An address a tenant asked to have rescored on schedule."""
+
+    id: str
+    account_id: str
+    environment: Environment
+    chain: str
+    address: str
+    label: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """The latest wallet-scan result of one address for one tenant.
+
+    ``result`` is the spec's wallet-scan object as JSON text; ``data_as_of`` is when
+    the chain data was observed, ``scanned_at`` when it was scored.
+    """
+
+    account_id: str
+    environment: Environment
+    chain: str
+    address: str
+    result: str
+    risk_value: int
+    risk_score: str
+    scoring_version: str
+    data_as_of: datetime
+    scanned_at: datetime
+    source: str  # "api" or "pipeline"
+
+
+class ManagedKeyState(enum.StrEnum):
+    """Life of a managed (custody) key: active → pending_deletion (≥ 7 days,
+    cancellable) → destroyed (material erased; final)."""
+
+    ACTIVE = "active"
+    PENDING_DELETION = "pending_deletion"
+    DESTROYED = "destroyed"
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedKey:
+    """A key held in managed custody. ``key_ref`` is the custody backend's
+    reference (the wrapped seed for the embedded backend), None once destroyed;
+    it is left out of ``repr`` so logging a record shows nothing of it."""
+
+    id: str
+    account_id: str
+    environment: Environment
+    algorithm: str
+    chain: str
+    public_key: bytes = field(repr=False)
+    fingerprint: str
+    backend: str
+    wrapping_key: str
+    key_ref: bytes | None = field(repr=False)
+    state: ManagedKeyState
+    created_at: datetime
+    deletion_requested_at: datetime | None = None
+    deletion_scheduled_at: datetime | None = None
+    destroyed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedKeyEvent:
+    """One entry of a managed key's append-only audit log. ``hash`` chains the
+    account's events: SHA-256 of the previous hash and this event's canonical form."""
+
+    id: str
+    key_id: str
+    account_id: str
+    environment: Environment
+    type: str  # created | deletion_scheduled | deletion_cancelled | destroyed
+    state: ManagedKeyState  # the state after the event
+    actor: str  # "api_key:<id>" or "system:purge"
+    request_id: str | None
+    at: datetime
+    details: str  # JSON text
+    prev_hash: bytes = b""
+    hash: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedKeyUsage:
+    """Signing operations of one managed key in one calendar month (UTC)."""
+
+    key_id: str
+    algorithm: str
+    state: ManagedKeyState
+    signatures: int

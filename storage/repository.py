@@ -8,7 +8,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
-from storage.models import Account, ApiKey, Attestation, AttestationChallenge, Environment, Plan, PqKey
+from storage.models import (
+    Account,
+    ApiKey,
+    Attestation,
+    AttestationChallenge,
+    Environment,
+    ManagedKey,
+    ManagedKeyEvent,
+    ManagedKeyUsage,
+    Plan,
+    PqKey,
+    ScanResult,
+    WatchedAddress,
+)
 
 
 class Store(Protocol):
@@ -83,3 +96,75 @@ class AttestationStore(Protocol):
 
     def get_attestation(self, account_id: str, environment: Environment, attestation_id: str) -> Attestation | None:
         """One of the account's attestations in this environment."""
+
+
+class ScanStore(Protocol):
+    """Watch lists and latest scan results, scoped by account and environment."""
+
+    def watch(self, entry: WatchedAddress) -> WatchedAddress:
+        """Add an address to a watch list; the existing entry when already watched."""
+
+    def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
+        """Remove an entry; False when it is not the account's."""
+
+    def watchlist(self, account_id: str, environment: Environment) -> list[WatchedAddress]:
+        """The account's watched addresses in one environment, oldest first."""
+
+    def all_watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
+        """Every watched address of every tenant (for the pipelines), optionally only
+        those added after a time (the new-address sensor)."""
+
+    def latest_result(self, account_id: str, environment: Environment, chain: str, address: str) -> ScanResult | None:
+        """The latest stored result for one address, if any."""
+
+    async def save_results(self, results: list[ScanResult]) -> None:
+        """Insert or replace results (durable when this returns)."""
+
+
+class ManagedKeyStore(Protocol):
+    """Managed-custody keys, their append-only audit log and their monthly
+    signature counts, scoped by account and environment. Key material is only
+    the backend's opaque ``key_ref`` and is erased on destruction."""
+
+    def create(self, key: ManagedKey, event: ManagedKeyEvent, registration: PqKey | None) -> None:
+        """Insert the key, its ``created`` event and (optionally) the registration
+        of its public key in one transaction: all of it or nothing."""
+
+    def get(self, account_id: str, environment: Environment, key_id: str) -> ManagedKey | None:
+        """One of the account's managed keys in this environment (None otherwise)."""
+
+    def schedule_deletion(self, account_id: str, environment: Environment, key_id: str, requested_at: datetime,
+                          scheduled_at: datetime, event: ManagedKeyEvent) -> ManagedKey | None:
+        """active → pending_deletion, with its event; None when the key is not active."""
+
+    def cancel_deletion(self, account_id: str, environment: Environment, key_id: str,
+                        event: ManagedKeyEvent) -> ManagedKey | None:
+        """pending_deletion → active, with its event; None when not pending deletion."""
+
+    def due_for_destruction(self, now: datetime, limit: int) -> list[ManagedKey]:
+        """Keys of every tenant whose deletion date has passed."""
+
+    def destroy(self, key_id: str, now: datetime, event: ManagedKeyEvent) -> bool:
+        """Erase the key's material and mark it destroyed, with its event; False
+        when it is not (or no longer) due."""
+
+    def events(self, account_id: str, environment: Environment, key_id: str) -> list[ManagedKeyEvent]:
+        """The key's audit log, oldest first."""
+
+    def verify_event_chain(self, account_id: str) -> bool:
+        """True when the account's audit log hashes chain up unbroken."""
+
+    async def count_signature(self, key_id: str, month: str) -> bool:
+        """Count one signature for the key in ``month`` (YYYY-MM), durably, only if
+        the key is still active at commit; False (nothing counted) otherwise."""
+
+    async def uncount_signature(self, key_id: str, month: str) -> None:
+        """Take back one counted signature that was never made (its signing failed)."""
+
+    def usage(self, account_id: str, environment: Environment, month: str, start: datetime,
+              end: datetime) -> list[ManagedKeyUsage]:
+        """Every key that held material at some time in [start, end) or was used
+        in ``month``, with its signature count for ``month``."""
+
+    def release_space(self) -> None:
+        """Checkpoint and truncate the write-ahead log (after destroying keys)."""

@@ -64,6 +64,23 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise StoreUnavailable(f"operational store unavailable: {exc}") from exc
 
 
+def split_statements(script: str) -> list[str]:
+    """The statements of a SQL script. Splitting at every ``;`` would cut a
+    trigger body (``BEGIN ...; END``) apart; a piece is a statement only once
+    SQLite says it is complete."""
+    statements: list[str] = []
+    current = ""
+    for piece in script.split(";"):
+        current += piece + ";"
+        if sqlite3.complete_statement(current):
+            if current.strip(" \t\r\n;"):
+                statements.append(current.strip())
+            current = ""
+    if current.strip(" \t\r\n;"):
+        statements.append(current.strip().rstrip(";"))
+    return statements
+
+
 def migrate(conn: sqlite3.Connection) -> list[str]:
     """Apply the versioned SQL files in ``storage/migrations`` not applied yet,
     each in its own transaction; return the names applied now."""
@@ -77,7 +94,7 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     for file in files:
         if file.name in done:
             continue
-        statements = [s.strip() for s in file.read_text().split(";") if s.strip()]
+        statements = split_statements(file.read_text())
         with write_transaction(conn):
             # Re-check under the write lock: another process may have just applied it.
             if conn.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (file.name,)).fetchone():

@@ -15,11 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from argon2 import PasswordHasher
 from sanic import Sanic
+
+from api.app import create_app
+from api.passwords import Passwords
+from api.settings import Settings
 
 from tests.processes import free_port, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: argon2id with minimal cost, so tests that register many accounts stay fast
+#: (tests/api/test_passwords.py covers the production parameters).
+CHEAP_PASSWORDS = Passwords(PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1))
 _client_numbers = itertools.count(1)
 
 
@@ -36,6 +44,15 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         """Move time forward."""
         self._now += timedelta(seconds=seconds)
+
+
+def create_test_app(settings: Settings, clock: ManualClock) -> Sanic:
+    """An app for in-process tests. Sanic's start-up "touch-up" rewrites class
+    methods once per process and breaks a second app in the same process, so it
+    is off (it only trims dispatch overhead; the real-server tests run with it)."""
+    app = create_app(settings, clock=clock, passwords=CHEAP_PASSWORDS)
+    app.config.TOUCHUP = False
+    return app
 
 
 class Lifespan:

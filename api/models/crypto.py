@@ -23,9 +23,12 @@ class GenerateKeyRequest(Strict):
     algorithm: Algorithm
     chain: Chain
     format: Literal["hex", "base64", "raw"] = "hex"
+    custody: Annotated[Literal["self", "managed"], Meta(
+        description="self (default): the key pair is returned once and not kept. managed (Pro plan and above, "
+                    "ML-DSA only): the private key stays in the service's custody and is never returned")] = "self"
 
 
-class GeneratedKeyOut(Out):
+class GeneratedKeyOut(Out, tag_field="custody", tag="self"):
     """A generated key pair; the private key and seed are shown only here."""
 
     id: str

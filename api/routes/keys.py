@@ -21,7 +21,9 @@ from api.models.crypto import (
     RegistrationChallengeOut,
     RegistrationChallengeRequest,
 )
+from api.models.custody import ManagedKeyOut
 from api.offload import run_blocking, run_verification
+from api.routes.managed import managed_key_out
 from api.ratelimit import RateGroup
 from api.statements import REGISTRATION_CONTEXT
 from storage.models import PqKey
@@ -57,16 +59,25 @@ def _keygen_chain(chain: str) -> str:
 
 @group.route(
     "POST", "/generate", summary="Generate a post-quantum key pair", credential=Credential.SECRET,
-    rate_group=RateGroup.KEYGEN, body=GenerateKeyRequest, response=GeneratedKeyOut, status=201,
-    errors=("PQC_001", "GEN_001", "GEN_002"), tag="keys", binary_alternative=RAW_LAYOUT,
+    rate_group=RateGroup.KEYGEN, body=GenerateKeyRequest, response=GeneratedKeyOut | ManagedKeyOut, status=201,
+    errors=("PQC_001", "GEN_001", "GEN_002", "CUS_001", "CUS_003", "CUS_004"), tag="keys",
+    binary_alternative=RAW_LAYOUT,
     description="The public key is registered to the caller; the private key and seed are returned once and "
-                "never stored or logged. format=raw answers application/octet-stream.",
+                "never stored or logged. format=raw answers application/octet-stream. With custody=managed "
+                "(Pro plan and above, else CUS_001; ML-DSA only, else CUS_003) the private key stays in custody "
+                "and the answer is the managed key (custody: managed, state: active), never private material.",
 )
 async def generate_key(request: Request, body: GenerateKeyRequest) -> HTTPResponse:
     """Generate a key pair off the event loop and register its public key."""
+    ctx = request.app.ctx
+    if body.custody == "managed":
+        if body.format == "raw":
+            raise ApiError("REQ_001", "invalid request: format raw is not available with custody managed (no private "
+                           "key is returned); use hex or base64 (field 'format')", field="format")
+        key = await ctx.managed.create(request.ctx.principal, body.algorithm, body.chain, request.ctx.request_id)
+        return ok(request, managed_key_out(key, body.format), status=201)
     algorithm = pqc.parse_algorithm(body.algorithm)
     chain = _keygen_chain(body.chain)
-    ctx = request.app.ctx
     try:
         keypair = await run_blocking(ctx.executor, pqc.generate_keypair, algorithm)
     except pqc.PqcError:

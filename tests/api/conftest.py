@@ -6,12 +6,9 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
-from argon2 import PasswordHasher
 
-from api.app import create_app
-from api.passwords import Passwords
 from api.settings import load_settings
-from tests.support import Lifespan, ManualClock, Tenant, client_for, make_tenant
+from tests.support import Lifespan, ManualClock, Tenant, client_for, create_test_app, make_tenant
 
 
 @pytest.fixture(scope="session")
@@ -24,8 +21,7 @@ def clock() -> ManualClock:
 async def app(tmp_path_factory, clock):
     """The API app with its storage in a temporary folder, started once."""
     settings = load_settings({}, data_dir=tmp_path_factory.mktemp("api-data"))
-    # Cheap argon2 parameters keep the suite fast; test_passwords covers the defaults.
-    application = create_app(settings, clock=clock, passwords=Passwords(PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1)))
+    application = create_test_app(settings, clock)
     lifespan = Lifespan(application)
     await lifespan.start()
     yield application

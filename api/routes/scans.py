@@ -1,0 +1,80 @@
+"""Routes for wallet scans, chain detection and the watch list."""
+
+from __future__ import annotations
+
+import msgspec
+from sanic import HTTPResponse, Request
+
+from api.clock import iso
+from api.endpoints import Credential, EndpointGroup
+from api.envelope import no_content, ok
+from api.models.scans import DetectOut, DetectRequest, ScanRequest, WalletScanOut, WatchedOut, WatchRequest
+from api.ratelimit import RateGroup
+from api.scans import candidate_chains, resolve_address
+from api.attestations import environment_of
+from storage.models import WatchedAddress
+
+group = EndpointGroup("scans")
+_SCAN_ERRORS = ("SCAN_001", "SCAN_002")
+
+
+def _watched_out(w: WatchedAddress) -> WatchedOut:
+    return WatchedOut(id=w.id, address=w.address, chain=w.chain, label=w.label, created_at=iso(w.created_at))
+
+
+@group.route(
+    "POST", "/scan/wallet", summary="Quantum-risk scan of an address", credential=Credential.ANY_KEY,
+    rate_group=RateGroup.SCAN, body=ScanRequest, response=WalletScanOut,
+    errors=("SCAN_001", "SCAN_002", "SCAN_003", "SCAN_004"), tag="scans",
+    description="Serves the latest stored result when younger than the cache TTL (cached=true), otherwise "
+                "fetches chain data, scores it and stores it. refresh=true forces a fetch. Test keys scan test "
+                "networks. Without chain, an EVM address is scanned on ethereum (see POST /v1/scan/detect).",
+)
+async def scan_wallet(request: Request, body: ScanRequest) -> HTTPResponse:
+    """One address's risk, from the cache or fresh."""
+    outcome = await request.app.ctx.scans.scan(request.ctx.principal, body.address, body.chain, body.refresh)
+    flag = b'{"cached":true,' if outcome.cached else b'{"cached":false,'
+    return ok(request, msgspec.Raw(flag + outcome.record.result.encode()[1:]))
+
+
+@group.route(
+    "POST", "/scan/detect", summary="Chains an address may belong to", credential=Credential.ANY_KEY,
+    rate_group=RateGroup.SCAN, body=DetectRequest, response=DetectOut, errors=_SCAN_ERRORS, tag="scans",
+    description="An EVM address is valid on all 15 EVM chains; scan each one you care about by naming it.",
+)
+async def detect(request: Request, body: DetectRequest) -> HTTPResponse:
+    """The candidate chains for an address, most likely first."""
+    env = environment_of(request.ctx.principal)
+    default = resolve_address(body.address, None, env)  # SCAN_001 when no chain takes it
+    chains = candidate_chains(body.address, env)
+    return ok(request, DetectOut(address=str(default), chains=[c.value for c in chains], default_chain=default.chain.value))
+
+
+@group.route(
+    "POST", "/watchlist", summary="Watch an address (rescored daily)", credential=Credential.SECRET,
+    rate_group=RateGroup.ACCOUNT, body=WatchRequest, response=WatchedOut, status=201, errors=_SCAN_ERRORS,
+    tag="watchlist",
+)
+async def watch(request: Request, body: WatchRequest) -> HTTPResponse:
+    """Add an address to the caller's watch list (idempotent)."""
+    entry = request.app.ctx.scans.watch(request.ctx.principal, body.address, body.chain, body.label)
+    return ok(request, _watched_out(entry), status=201)
+
+
+@group.route(
+    "GET", "/watchlist", summary="List watched addresses", credential=Credential.SECRET,
+    rate_group=RateGroup.ACCOUNT, response=list[WatchedOut], tag="watchlist",
+)
+async def watchlist(request: Request) -> HTTPResponse:
+    """The caller's watched addresses in its environment."""
+    return ok(request, [_watched_out(w) for w in request.app.ctx.scans.watchlist(request.ctx.principal)])
+
+
+@group.route(
+    "DELETE", "/watchlist/{entry_id}", summary="Stop watching an address", credential=Credential.SECRET,
+    rate_group=RateGroup.ACCOUNT, status=204, errors=("REQ_005",), tag="watchlist",
+)
+async def unwatch(request: Request, entry_id: str) -> HTTPResponse:
+    """Remove an entry from the caller's watch list."""
+    request.app.ctx.scans.unwatch(request.ctx.principal, entry_id)
+    return no_content()

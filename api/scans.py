@@ -1,0 +1,128 @@
+"""Wallet scans: serve the latest stored result, or observe, score and store a
+fresh one, through the same scoring code the pipelines use. Free of HTTP.
+
+Identical scans arriving together share one upstream fetch. Stored results are
+kept per tenant and environment (see docs/security.md for why not shared).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from api.accounts import Principal
+from api.attestations import environment_of
+from api.clock import Clock
+from api.errors import ApiError
+from api.ids import new_id
+from chains.clients import ChainClient
+from chains.clients.prices import PriceOracle
+from chains.codecs.address import Address
+from chains.codecs.detect import detect_chains, parse_address
+from chains.endpoints import Environment as ChainEnvironment
+from chains.errors import AddressNotFound
+from chains.observation import Observation
+from chains.registry import Chain, Network, parse_chain
+from scoring import load_readiness, score_observation
+from scoring.readiness import ReadinessData
+from scoring.records import scan_record
+from storage.models import Environment, ScanResult, WatchedAddress
+from storage.repository import ScanStore
+
+
+@dataclass(frozen=True, slots=True)
+class ScanOutcome:
+    """A stored scan result and whether it came from the cache."""
+
+    record: ScanResult
+    cached: bool
+
+
+def _network(environment: Environment) -> Network:
+    return ChainEnvironment(environment.value).network
+
+
+def resolve_address(address: str, chain: str | None, environment: Environment) -> Address:
+    """The typed address to scan: the given chain, or auto-detected (an EVM address
+    means ``ethereum`` unless a chain is named). SCAN_001 / SCAN_002 otherwise."""
+    chain_id = parse_chain(chain) if chain is not None else None
+    return parse_address(address, chain_id, _network(environment))
+
+
+def candidate_chains(address: str, environment: Environment) -> list[Chain]:
+    """Every chain the address could belong to (all 15 for an EVM address)."""
+    return detect_chains(address, _network(environment))
+
+
+class ScanService:
+    """Scans for the API, over injected chain clients and price sources."""
+
+    def __init__(self, store: ScanStore, clients: Mapping[Environment, Mapping[Chain, ChainClient]],
+                 prices: Mapping[Environment, PriceOracle], clock: Clock, ttl_seconds: int,
+                 readiness: ReadinessData | None = None) -> None:
+        self._store = store
+        self._clients = clients
+        self._prices = prices
+        self._clock = clock
+        self._ttl = timedelta(seconds=ttl_seconds)
+        self._readiness = readiness or load_readiness()
+        self._inflight: dict[tuple[Environment, str, str], asyncio.Future[Observation]] = {}
+
+    async def scan(self, principal: Principal, address: str, chain: str | None, refresh: bool) -> ScanOutcome:
+        """The caller's latest result for the address, refreshed when missing, older
+        than the TTL, or when asked; SCAN_003 for an address with no activity."""
+        env = environment_of(principal)
+        target = resolve_address(address, chain, env)
+        chain_id = target.chain
+        stored = self._store.latest_result(principal.account.id, env, chain_id.value, str(target))
+        now = self._clock.now()
+        if stored is not None and not refresh and now - stored.scanned_at < self._ttl:
+            return ScanOutcome(stored, cached=True)
+        observation = await self._observe(env, target)
+        if not observation.has_activity:
+            raise AddressNotFound(f"{target} has no activity on {chain_id.value}", chain=chain_id.value,
+                                  address=str(target))
+        price = (await self._prices[env].prices([observation.symbol])).get(observation.symbol)
+        risk = score_observation(observation, price, self._readiness)
+        record = scan_record(observation, risk, principal.account.id, env, now, "api")
+        await self._store.save_results([record])
+        return ScanOutcome(record, cached=False)
+
+    async def _observe(self, env: Environment, target: Address) -> Observation:
+        key = (env, target.chain.value, str(target))
+        pending = self._inflight.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        future: asyncio.Future[Observation] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            (observation,) = await self._clients[env][target.chain].observe([target])
+            future.set_result(observation)
+            return observation
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: waiters re-raise it themselves
+            raise
+        finally:
+            del self._inflight[key]
+
+    # --- watch list ---------------------------------------------------------------------
+
+    def watch(self, principal: Principal, address: str, chain: str | None, label: str | None) -> WatchedAddress:
+        """Add an address (validated, canonical form) to the caller's watch list."""
+        env = environment_of(principal)
+        target = resolve_address(address, chain, env)
+        entry = WatchedAddress(new_id("wat"), principal.account.id, env, target.chain.value, str(target), label,
+                               self._clock.now())
+        return self._store.watch(entry)
+
+    def watchlist(self, principal: Principal) -> list[WatchedAddress]:
+        """The caller's watched addresses."""
+        return self._store.watchlist(principal.account.id, environment_of(principal))
+
+    def unwatch(self, principal: Principal, entry_id: str) -> None:
+        """Stop watching an address (REQ_005 when it is not the caller's)."""
+        if not self._store.unwatch(principal.account.id, environment_of(principal), entry_id):
+            raise ApiError("REQ_005", f"no watch-list entry {entry_id[:40]}", id=entry_id[:40])

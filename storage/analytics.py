@@ -1,0 +1,440 @@
+"""Analytical tables: Parquet files written atomically, read through DuckDB views.
+
+Layout under ``<data_dir>/analytics/`` (see docs/analytics.md)::
+
+    <table>/_empty.parquet                              zero rows: the table's schema
+    <table>/date=YYYY-MM-DD/chain=<chain>/daily.parquet  one chain-day partition (rescoring run)
+    <table>/date=YYYY-MM-DD/chain=<chain>/new-<run>.parquet  newly watched addresses (sensor run)
+    chain_readiness/date=YYYY-MM-DD/daily.parquet
+    _scratch/<id>/                                       a writer's private part files
+
+Rules that let the API, a pipeline run and any number of analysts work at once:
+
+- Every Parquet file has one writer. It writes under a temporary name in the target
+  folder (``.<name>.<id>.tmp``, which no reader's glob matches), fsyncs it and renames it
+  over the target: a reader sees the old file or the new one, never a partial one.
+  Re-running a partition replaces its file, so a row is never stored twice.
+- Nothing holds a DuckDB database file open read-write. Readers open DuckDB in memory
+  (``connect``) or a catalog file holding only views (``write_catalog``), opened read-only.
+- Views glob each table folder recursively; the ``_empty.parquet`` file makes the glob
+  match (and gives the schema) before the first run.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from types import MappingProxyType
+from typing import Final
+
+import duckdb
+import polars as pl
+
+from scoring.risk import SCORE_COLUMN
+
+UTC_TS: Final = pl.Datetime("us", "UTC")
+BALANCE: Final = pl.Decimal(38, 0)
+"""Base units, exact (DuckDB ``DECIMAL(38,0)``): 10^38 wei is far above any coin's supply."""
+
+DAILY_FILE: Final = "daily.parquet"
+NEW_PREFIX: Final = "new-"
+EMPTY_FILE: Final = "_empty.parquet"
+
+#: Columns every row-per-address table carries to say where and when a row came from.
+_PROVENANCE: Final = {
+    "scan_date": pl.Date(),
+    "batch": pl.String(),  # "daily" (the chain-day partition run) or "new" (the new-address sensor)
+    "run_id": pl.String(),
+}
+
+OBSERVATION_COLUMNS: Final = {
+    "environment": pl.String(),
+    "chain": pl.String(),
+    "address": pl.String(),
+    "address_type": pl.String(),
+    "account_type": pl.String(),
+    "balance": BALANCE,
+    "balance_native": pl.Float64(),
+    "decimals": pl.UInt8(),
+    "symbol": pl.String(),
+    "tx_count": pl.Int64(),
+    "outbound_tx_count": pl.Int64(),
+    "exposure": pl.String(),
+    "public_key": pl.Binary(),
+    "address_reuse_count": pl.Int64(),
+    "first_activity": UTC_TS,
+    "last_activity": UTC_TS,
+    "source": pl.String(),
+    "height": pl.Int64(),
+    "observed_at": UTC_TS,
+    "has_activity": pl.Boolean(),
+}
+
+SCORE_COLUMNS: Final = {
+    "price_usd": pl.Float64(),
+    "price_as_of": UTC_TS,
+    "public_key_basis": pl.String(),
+    "public_key_exposed": pl.Boolean(),
+    "balance_usd": pl.Float64(),
+    **{column: pl.UInt8() for column in SCORE_COLUMN.values()},
+    "risk_value": pl.UInt8(),
+    "risk_score": pl.String(),
+    "chain_grade": pl.String(),
+    "scoring_version": pl.String(),
+    "scanned_at": UTC_TS,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Table:
+    """One analytical table: its folder, Parquet schema and row key.
+
+    ``key`` identifies a row within one scan date; the view keeps one row per key and
+    date, preferring the daily partition's row over a newly-watched batch's.
+    """
+
+    name: str
+    schema: pl.Schema
+    key: tuple[str, ...]
+    description: str
+
+
+TABLES: Final[Mapping[str, Table]] = MappingProxyType(
+    {
+        t.name: t
+        for t in (
+            Table(
+                "watchlist",
+                pl.Schema({
+                    "watch_id": pl.String(), "account_id": pl.String(), "environment": pl.String(),
+                    "chain": pl.String(), "address": pl.String(), "label": pl.String(), "created_at": UTC_TS,
+                    **_PROVENANCE, "exported_at": UTC_TS,
+                }),
+                ("watch_id",),
+                "Export of the operational watch list (every tenant, both environments).",
+            ),
+            Table(
+                "address_observations",
+                pl.Schema({**OBSERVATION_COLUMNS, **_PROVENANCE}),
+                ("environment", "chain", "address"),
+                "What each chain said about each watched address, per scan date.",
+            ),
+            Table(
+                "native_prices",
+                pl.Schema({
+                    "environment": pl.String(), "chain": pl.String(), "symbol": pl.String(),
+                    "price_usd": pl.Float64(), "price_as_of": UTC_TS, "price_source": pl.String(),
+                    **_PROVENANCE, "fetched_at": UTC_TS,
+                }),
+                ("environment", "chain"),
+                "USD price of each chain's native coin used for that day's scores (null: unknown).",
+            ),
+            Table(
+                "address_risk",
+                pl.Schema({**OBSERVATION_COLUMNS, **SCORE_COLUMNS, **_PROVENANCE}),
+                ("environment", "chain", "address"),
+                "Scored observations: factor scores, risk value and band, chain grade; full history.",
+            ),
+            Table(
+                "chain_readiness",
+                pl.Schema({
+                    "chain": pl.String(), "category": pl.String(), "family": pl.String(), "grade": pl.String(),
+                    "grade_label": pl.String(), "factor": pl.String(), "status": pl.String(),
+                    "detail": pl.String(), "source": pl.String(), "scoring_version": pl.String(),
+                    "readiness_as_of": pl.Date(), "scan_date": pl.Date(), "run_id": pl.String(),
+                }),
+                ("chain", "factor"),
+                "Post-quantum readiness of the 19 chains: one row per chain factor, per scan date.",
+            ),
+        )
+    }
+)
+
+
+def conform(frame: pl.DataFrame, table: Table) -> pl.DataFrame:
+    """``frame`` with exactly the table's columns, in order and cast (strictly) to its types."""
+    missing = [c for c in table.schema if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{table.name}: frame lacks columns {', '.join(missing)}")
+    return frame.select(pl.col(name).cast(dtype, strict=True) for name, dtype in table.schema.items())
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def _temp_name(target: Path) -> Path:
+    return target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
+
+
+def _publish(temp: Path, target: Path) -> None:
+    """fsync ``temp`` and rename it over ``target`` (atomic on POSIX), then fsync the folder."""
+    _fsync_file(temp)
+    os.replace(temp, target)
+    _fsync_dir(target.parent)
+
+
+class ParquetFileWriter:
+    """Writes one Parquet file from any number of frames with bounded memory.
+
+    Frames are buffered up to ``rows_per_part`` rows and spilled as part files into a
+    private scratch folder; ``commit`` streams the parts into a temporary file beside the
+    target and renames it into place. Zero frames still give a (zero-row) file, so a
+    re-run that finds nothing replaces yesterday's rows with none. Use as a context
+    manager: an exception aborts, leaving the previous file untouched.
+    """
+
+    def __init__(self, target: Path, table: Table, scratch_root: Path, *, rows_per_part: int = 10_000,
+                 row_group_size: int = 10_000) -> None:
+        self.target = target
+        self.table = table
+        self.rows = 0
+        self._scratch = scratch_root / uuid.uuid4().hex
+        self._buffer: list[pl.DataFrame] = []
+        self._buffered = 0
+        self._parts: list[Path] = []
+        self._rows_per_part = rows_per_part
+        self._row_group_size = row_group_size
+
+    def write(self, frame: pl.DataFrame) -> None:
+        """Add rows (cast to the table's schema; extra columns are dropped)."""
+        if frame.height == 0:
+            return
+        frame = conform(frame, self.table)
+        self._buffer.append(frame)
+        self._buffered += frame.height
+        self.rows += frame.height
+        if self._buffered >= self._rows_per_part:
+            self._spill()
+
+    def _spill(self) -> None:
+        if not self._buffer:
+            return
+        self._scratch.mkdir(parents=True, exist_ok=True)
+        part = self._scratch / f"part-{len(self._parts):06d}.parquet"
+        pl.concat(self._buffer, rechunk=False).write_parquet(part, row_group_size=self._row_group_size)
+        self._parts.append(part)
+        self._buffer, self._buffered = [], 0
+
+    def commit(self) -> int:
+        """Write the file atomically; returns its row count."""
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        temp = _temp_name(self.target)
+        try:
+            if not self._parts:  # everything fits in one write
+                frame = pl.concat(self._buffer) if self._buffer else self.table.schema.to_frame()
+                frame.write_parquet(temp, row_group_size=self._row_group_size)
+            else:
+                self._spill()
+                pl.scan_parquet(self._parts).sink_parquet(temp, row_group_size=self._row_group_size)
+            _publish(temp, self.target)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        finally:
+            self._cleanup()
+        return self.rows
+
+    def abort(self) -> None:
+        """Drop everything written so far; the target keeps its previous content."""
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        self._buffer = []
+        shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def __enter__(self) -> ParquetFileWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class AnalyticsStore:
+    """The ``analytics/`` folder of a data directory: file layout, writers, views."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def scratch(self) -> Path:
+        """Private scratch space of writers (never read by views)."""
+        return self.root / "_scratch"
+
+    def table_dir(self, table: str) -> Path:
+        return self.root / TABLES[table].name
+
+    def partition_dir(self, table: str, scan_date: date, chain: str | None = None) -> Path:
+        """The folder of one chain-day partition (or one day, for per-day tables)."""
+        folder = self.table_dir(table) / f"date={scan_date.isoformat()}"
+        return folder / f"chain={chain}" if chain is not None else folder
+
+    def daily_file(self, table: str, scan_date: date, chain: str | None = None) -> Path:
+        """The file a chain-day partition run writes (and a re-run replaces)."""
+        return self.partition_dir(table, scan_date, chain) / DAILY_FILE
+
+    def new_file(self, table: str, scan_date: date, chain: str, run_id: str) -> Path:
+        """The file a newly-watched-address run writes for one chain."""
+        return self.partition_dir(table, scan_date, chain) / f"{NEW_PREFIX}{run_id}.parquet"
+
+    def writer(self, table: str, target: Path, **options: int) -> ParquetFileWriter:
+        """A ``ParquetFileWriter`` for ``target`` (a path from ``daily_file``/``new_file``)."""
+        self.ensure_layout()
+        return ParquetFileWriter(target, TABLES[table], self.scratch, **options)
+
+    def write_frame(self, table: str, target: Path, frame: pl.DataFrame) -> int:
+        """Write one frame as the whole file ``target`` (atomically)."""
+        with self.writer(table, target) as writer:
+            writer.write(frame)
+        return writer.rows
+
+    def ensure_layout(self, stale_scratch_seconds: float = 86_400) -> None:
+        """Create the table folders and their ``_empty.parquet`` schema files when missing
+        (temp name + rename; identical bytes if two processes race), and remove scratch
+        folders a crashed writer left behind more than ``stale_scratch_seconds`` ago."""
+        for table in TABLES.values():
+            folder = self.root / table.name
+            empty = folder / EMPTY_FILE
+            if empty.exists():
+                continue
+            folder.mkdir(parents=True, exist_ok=True)
+            temp = _temp_name(empty)
+            try:
+                table.schema.to_frame().write_parquet(temp)
+                _publish(temp, empty)
+            except BaseException:
+                temp.unlink(missing_ok=True)
+                raise
+        if self.scratch.is_dir():
+            cutoff = time.time() - stale_scratch_seconds
+            for leftover in self.scratch.iterdir():
+                if leftover.stat().st_mtime < cutoff:
+                    shutil.rmtree(leftover, ignore_errors=True)
+
+    def has_layout(self) -> bool:
+        """True when every table's schema file exists (views can be created)."""
+        return all((self.root / t / EMPTY_FILE).is_file() for t in TABLES)
+
+    # --- views ----------------------------------------------------------------------------
+
+    def view_statements(self) -> list[str]:
+        """``CREATE OR REPLACE VIEW`` statements of every analytical view."""
+        statements = []
+        for name in ("watchlist_exports", "address_observations", "native_prices", "address_risk"):
+            table = TABLES[name if name != "watchlist_exports" else "watchlist"]
+            if name == "watchlist_exports":
+                statements.append(f"CREATE OR REPLACE VIEW watchlist_exports AS SELECT * FROM {self._scan(table)}")
+            else:
+                statements.append(f"CREATE OR REPLACE VIEW {name} AS {self._deduplicated(table)}")
+        statements.append(
+            "CREATE OR REPLACE VIEW address_risk_latest AS SELECT * FROM address_risk"
+            " QUALIFY row_number() OVER (PARTITION BY environment, chain, address"
+            " ORDER BY scanned_at DESC, scan_date DESC) = 1"
+        )
+        statements.append(
+            "CREATE OR REPLACE VIEW watchlist AS"
+            " WITH latest AS (SELECT chain, max(scan_date) AS scan_date FROM watchlist_exports"
+            "  WHERE batch = 'daily' GROUP BY chain)"
+            " SELECT w.* EXCLUDE (batch, run_id, exported_at, scan_date) FROM watchlist_exports w"
+            " LEFT JOIN latest l ON l.chain = w.chain"
+            " WHERE (w.batch = 'daily' AND w.scan_date = l.scan_date)"
+            "  OR (w.batch = 'new' AND w.scan_date >= coalesce(l.scan_date, DATE '0001-01-01'))"
+            " QUALIFY row_number() OVER (PARTITION BY w.watch_id ORDER BY w.exported_at DESC) = 1"
+        )
+        readiness = TABLES["chain_readiness"]
+        statements.append(f"CREATE OR REPLACE VIEW chain_readiness AS SELECT * FROM {self._scan(readiness)}")
+        statements.append(
+            "CREATE OR REPLACE VIEW chain_readiness_latest AS SELECT * FROM chain_readiness"
+            " WHERE scan_date = (SELECT max(scan_date) FROM chain_readiness)"
+        )
+        return statements
+
+    def _glob(self, table: Table) -> str:
+        path = str((self.root / table.name).resolve() / "**" / "*.parquet")
+        return path.replace("'", "''")
+
+    def _scan(self, table: Table, filename: bool = False) -> str:
+        options = "union_by_name = true, hive_partitioning = false" + (", filename = true" if filename else "")
+        return f"read_parquet('{self._glob(table)}', {options})"
+
+    def _deduplicated(self, table: Table) -> str:
+        """Daily rows, plus newly-watched rows no daily file of that date has yet (latest wins)."""
+        key = ("scan_date", *table.key)
+        scan = self._scan(table, filename=True)
+        order = "scanned_at DESC, run_id DESC" if "scanned_at" in table.schema else "run_id DESC"
+        match = " AND ".join(f"d.{k} = f.{k}" for k in key)
+        return (
+            f"WITH daily AS (SELECT * EXCLUDE (filename) FROM {scan} WHERE filename LIKE '%/{DAILY_FILE}'),"
+            f" fresh AS (SELECT * EXCLUDE (filename) FROM {scan} WHERE filename LIKE '%/{NEW_PREFIX}%'"
+            f"  QUALIFY row_number() OVER (PARTITION BY {', '.join(key)} ORDER BY {order}) = 1)"
+            f" SELECT * FROM daily UNION ALL BY NAME"
+            f" SELECT * FROM fresh f WHERE NOT EXISTS (SELECT 1 FROM daily d WHERE {match})"
+        )
+
+    def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Create (or refresh) every view on ``con``; the layout must exist."""
+        for statement in self.view_statements():
+            con.execute(statement)
+
+    def connect(self, *, threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with every view ready (an analyst's session).
+
+        Creates the table layout first if this data directory has never had a run.
+        """
+        if not self.has_layout():
+            self.ensure_layout()
+        con = duckdb.connect(":memory:")
+        if threads is not None:
+            con.execute(f"SET threads = {int(threads)}")
+        if memory_limit is not None:
+            con.execute("SET memory_limit = '" + memory_limit.replace("'", "") + "'")
+        self.create_views(con)
+        return con
+
+    def write_catalog(self, path: Path) -> Path:
+        """A DuckDB file holding only the views (no data), for tools that want a database
+        file: open it read-only (``duckdb.connect(path, read_only=True)``) so any number of
+        sessions can share it. Written under a temporary name and renamed."""
+        if not self.has_layout():
+            self.ensure_layout()
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = _temp_name(path)
+        try:
+            con = duckdb.connect(str(temp))
+            try:
+                self.create_views(con)
+                con.execute("CHECKPOINT")
+            finally:
+                con.close()
+            _publish(temp, path)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            Path(str(temp) + ".wal").unlink(missing_ok=True)
+            raise
+        return path
+
+
+VIEWS: Final[tuple[str, ...]] = (
+    "watchlist", "watchlist_exports", "address_observations", "native_prices", "address_risk",
+    "address_risk_latest", "chain_readiness", "chain_readiness_latest",
+)
+"""Every view ``AnalyticsStore.create_views`` defines."""

@@ -1,0 +1,222 @@
+"""``ManagedKeyStore`` on SQLite: managed keys, their audit log, monthly usage.
+
+* Key creation is one transaction (key row + ``created`` event + public-key
+  registration), so a crash leaves either all of it or nothing.
+* The audit log is append-only: no code path updates or deletes it, and
+  triggers (migration 0003) abort any statement that tries. Each event's hash
+  chains the account's previous one.
+* Destruction sets ``key_ref`` to NULL. The connection runs with
+  ``PRAGMA secure_delete = ON`` so SQLite overwrites the freed bytes in the
+  page instead of leaving them in free space; ``release_space`` then
+  checkpoints and truncates the WAL, which still holds older page images.
+* The signature counter is the hot write: it goes through the group-commit
+  writer and counts only if the key is still active when the batch commits
+  (the service takes a count back when the signing it stood for fails).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from datetime import datetime
+
+from storage.group_commit import GroupCommitWriter
+from storage.models import Environment, ManagedKey, ManagedKeyEvent, ManagedKeyState, ManagedKeyUsage, PqKey
+from storage.sqlite import dt, ts, write_transaction
+
+_KEY_COLUMNS = (
+    "id, account_id, environment, algorithm, chain, public_key, fingerprint, backend, wrapping_key, key_ref, state,"
+    " created_at, deletion_requested_at, deletion_scheduled_at, destroyed_at"
+)
+_EVENT_COLUMNS = "id, key_id, account_id, environment, type, state, actor, request_id, at, details, prev_hash, hash"
+_GENESIS = bytes(32)
+
+
+def _key(row: tuple) -> ManagedKey:
+    return ManagedKey(
+        id=row[0], account_id=row[1], environment=Environment(row[2]), algorithm=row[3], chain=row[4],
+        public_key=row[5], fingerprint=row[6], backend=row[7], wrapping_key=row[8], key_ref=row[9],
+        state=ManagedKeyState(row[10]), created_at=dt(row[11]),  # type: ignore[arg-type]
+        deletion_requested_at=dt(row[12]), deletion_scheduled_at=dt(row[13]), destroyed_at=dt(row[14]),
+    )
+
+
+def _event(row: tuple) -> ManagedKeyEvent:
+    return ManagedKeyEvent(
+        id=row[0], key_id=row[1], account_id=row[2], environment=Environment(row[3]), type=row[4],
+        state=ManagedKeyState(row[5]), actor=row[6], request_id=row[7], at=dt(row[8]),  # type: ignore[arg-type]
+        details=row[9], prev_hash=row[10], hash=row[11],
+    )
+
+
+def event_hash(prev_hash: bytes, e: ManagedKeyEvent) -> bytes:
+    """SHA-256 of the previous hash and the event's canonical JSON form."""
+    canonical = json.dumps([e.id, e.key_id, e.account_id, e.environment.value, e.type, e.state.value, e.actor,
+                            e.request_id, ts(e.at), e.details], separators=(",", ":"))
+    return hashlib.sha256(prev_hash + canonical.encode()).digest()
+
+
+def _append_event(c: sqlite3.Connection, e: ManagedKeyEvent) -> None:
+    row = c.execute("SELECT hash FROM managed_key_events WHERE account_id = ? ORDER BY seq DESC LIMIT 1",
+                    (e.account_id,)).fetchone()
+    prev = row[0] if row else _GENESIS
+    c.execute(
+        f"INSERT INTO managed_key_events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (e.id, e.key_id, e.account_id, e.environment.value, e.type, e.state.value, e.actor, e.request_id, ts(e.at),
+         e.details, prev, event_hash(prev, e)),
+    )
+
+
+def _count(c: sqlite3.Connection, key_id: str, month: str) -> bool:
+    cur = c.execute(
+        "INSERT INTO managed_key_usage (key_id, month, account_id, environment, signatures)"
+        " SELECT id, ?, account_id, environment, 1 FROM managed_keys WHERE id = ? AND state = 'active'"
+        " ON CONFLICT (key_id, month) DO UPDATE SET signatures = signatures + 1",
+        (month, key_id),
+    )
+    return cur.rowcount == 1
+
+
+class SqliteManagedKeyStore:
+    """Managed keys on a connection from ``storage.sqlite.open_database``; the
+    signature counter through the group-commit writer (None: counted inline)."""
+
+    def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter | None = None) -> None:
+        self._conn = conn
+        self._writer = writer
+        # Overwrite freed content (an erased key_ref) instead of leaving it in the page.
+        conn.execute("PRAGMA secure_delete = ON")
+
+    def create(self, key: ManagedKey, event: ManagedKeyEvent, registration: PqKey | None) -> None:
+        """Insert the key, its ``created`` event and the public-key registration atomically."""
+        with write_transaction(self._conn) as c:
+            c.execute(
+                f"INSERT INTO managed_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (key.id, key.account_id, key.environment.value, key.algorithm, key.chain, key.public_key,
+                 key.fingerprint, key.backend, key.wrapping_key, key.key_ref, key.state.value, ts(key.created_at),
+                 ts(key.deletion_requested_at), ts(key.deletion_scheduled_at), ts(key.destroyed_at)),
+            )
+            _append_event(c, event)
+            if registration is not None:
+                r = registration
+                c.execute(
+                    "INSERT INTO pq_keys (id, account_id, environment, algorithm, chain, public_key, fingerprint,"
+                    " origin, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                    (r.id, r.account_id, r.environment.value, r.algorithm, r.chain, r.public_key, r.fingerprint,
+                     r.origin.value, ts(r.created_at)),
+                )
+
+    def get(self, account_id: str, environment: Environment, key_id: str) -> ManagedKey | None:
+        """One of the account's managed keys in this environment."""
+        row = self._conn.execute(
+            f"SELECT {_KEY_COLUMNS} FROM managed_keys WHERE id = ? AND account_id = ? AND environment = ?",
+            (key_id, account_id, environment.value),
+        ).fetchone()
+        return None if row is None else _key(row)
+
+    def _transition(self, sql: str, args: tuple, event: ManagedKeyEvent) -> ManagedKey | None:
+        with write_transaction(self._conn) as c:
+            row = c.execute(sql + f" RETURNING {_KEY_COLUMNS}", args).fetchone()
+            if row is None:
+                return None
+            _append_event(c, event)
+        return _key(row)
+
+    def schedule_deletion(self, account_id: str, environment: Environment, key_id: str, requested_at: datetime,
+                          scheduled_at: datetime, event: ManagedKeyEvent) -> ManagedKey | None:
+        """active → pending_deletion with its event; None when the key is not active."""
+        return self._transition(
+            "UPDATE managed_keys SET state = 'pending_deletion', deletion_requested_at = ?, deletion_scheduled_at = ?"
+            " WHERE id = ? AND account_id = ? AND environment = ? AND state = 'active'",
+            (ts(requested_at), ts(scheduled_at), key_id, account_id, environment.value), event)
+
+    def cancel_deletion(self, account_id: str, environment: Environment, key_id: str,
+                        event: ManagedKeyEvent) -> ManagedKey | None:
+        """pending_deletion → active with its event; None when not pending deletion."""
+        return self._transition(
+            "UPDATE managed_keys SET state = 'active', deletion_requested_at = NULL, deletion_scheduled_at = NULL"
+            " WHERE id = ? AND account_id = ? AND environment = ? AND state = 'pending_deletion'",
+            (key_id, account_id, environment.value), event)
+
+    def due_for_destruction(self, now: datetime, limit: int) -> list[ManagedKey]:
+        """Keys of every tenant whose deletion date has passed, earliest first."""
+        rows = self._conn.execute(
+            f"SELECT {_KEY_COLUMNS} FROM managed_keys WHERE state = 'pending_deletion' AND deletion_scheduled_at <= ?"
+            " ORDER BY deletion_scheduled_at LIMIT ?",
+            (ts(now), limit),
+        )
+        return [_key(r) for r in rows]
+
+    def destroy(self, key_id: str, now: datetime, event: ManagedKeyEvent) -> bool:
+        """Erase the key's material and mark it destroyed, with its event; False
+        when it is not due (cancelled meanwhile, or destroyed by another process)."""
+        with write_transaction(self._conn) as c:
+            cur = c.execute(
+                "UPDATE managed_keys SET state = 'destroyed', key_ref = NULL, destroyed_at = ?,"
+                " deletion_scheduled_at = NULL WHERE id = ? AND state = 'pending_deletion'"
+                " AND deletion_scheduled_at <= ?",
+                (ts(now), key_id, ts(now)),
+            )
+            if cur.rowcount != 1:
+                return False
+            _append_event(c, event)
+        return True
+
+    def events(self, account_id: str, environment: Environment, key_id: str) -> list[ManagedKeyEvent]:
+        """The key's audit log, oldest first."""
+        rows = self._conn.execute(
+            f"SELECT {_EVENT_COLUMNS} FROM managed_key_events WHERE key_id = ? AND account_id = ? AND environment = ?"
+            " ORDER BY seq",
+            (key_id, account_id, environment.value),
+        )
+        return [_event(r) for r in rows]
+
+    def verify_event_chain(self, account_id: str) -> bool:
+        """True when every event of the account chains to the one before it."""
+        prev = _GENESIS
+        for row in self._conn.execute(
+            f"SELECT {_EVENT_COLUMNS} FROM managed_key_events WHERE account_id = ? ORDER BY seq", (account_id,)
+        ):
+            e = _event(row)
+            if e.prev_hash != prev or e.hash != event_hash(prev, e):
+                return False
+            prev = e.hash
+        return True
+
+    async def count_signature(self, key_id: str, month: str) -> bool:
+        """Count one signature, durably, only if the key is still active at commit."""
+        if self._writer is None:
+            with write_transaction(self._conn) as c:
+                return _count(c, key_id, month)
+        return await self._writer.write(lambda c: _count(c, key_id, month))
+
+    async def uncount_signature(self, key_id: str, month: str) -> None:
+        """Take back one counted signature that was never made (its signing failed)."""
+        def uncount(c: sqlite3.Connection) -> None:
+            c.execute("UPDATE managed_key_usage SET signatures = signatures - 1 WHERE key_id = ? AND month = ?"
+                      " AND signatures > 0", (key_id, month))
+
+        if self._writer is None:
+            with write_transaction(self._conn) as c:
+                uncount(c)
+            return
+        await self._writer.write(uncount)
+
+    def usage(self, account_id: str, environment: Environment, month: str, start: datetime,
+              end: datetime) -> list[ManagedKeyUsage]:
+        """Keys that held material during [start, end) or signed in ``month``, with counts."""
+        rows = self._conn.execute(
+            "SELECT k.id, k.algorithm, k.state, COALESCE(u.signatures, 0) FROM managed_keys k"
+            " LEFT JOIN managed_key_usage u ON u.key_id = k.id AND u.month = ?"
+            " WHERE k.account_id = ? AND k.environment = ?"
+            " AND ((k.created_at < ? AND (k.destroyed_at IS NULL OR k.destroyed_at >= ?)) OR u.signatures > 0)"
+            " ORDER BY k.created_at, k.id",
+            (month, account_id, environment.value, ts(end), ts(start)),
+        )
+        return [ManagedKeyUsage(r[0], r[1], ManagedKeyState(r[2]), r[3]) for r in rows]
+
+    def release_space(self) -> None:
+        """Checkpoint the WAL into the database file and truncate it (best effort:
+        a busy reader leaves the rest for SQLite's next checkpoint)."""
+        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

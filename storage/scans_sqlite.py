@@ -1,0 +1,97 @@
+"""``ScanStore`` on SQLite: watch lists and the latest scan result per tenant."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime
+
+from storage.group_commit import GroupCommitWriter
+from storage.models import Environment, ScanResult, WatchedAddress
+from storage.sqlite import dt, ts, write_transaction
+
+_WATCH_COLUMNS = "id, account_id, environment, chain, address, label, created_at"
+_RESULT_COLUMNS = (
+    "account_id, environment, chain, address, result, risk_value, risk_score, scoring_version, data_as_of,"
+    " scanned_at, source"
+)
+
+
+def _watched(row: tuple) -> WatchedAddress:
+    return WatchedAddress(row[0], row[1], Environment(row[2]), row[3], row[4], row[5], dt(row[6]))  # type: ignore[arg-type]
+
+
+def _result(row: tuple) -> ScanResult:
+    return ScanResult(row[0], Environment(row[1]), row[2], row[3], row[4], row[5], row[6], row[7],
+                      dt(row[8]), dt(row[9]), row[10])  # type: ignore[arg-type]
+
+
+class SqliteScanStore:
+    """Watch lists (small transactions on the caller's connection) and scan results
+    (through the group-commit writer: the pipelines publish thousands at once)."""
+
+    def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter | None = None) -> None:
+        self._conn = conn
+        self._writer = writer
+
+    def watch(self, entry: WatchedAddress) -> WatchedAddress:
+        """Add an address to a watch list; the existing entry when already watched."""
+        with write_transaction(self._conn) as c:
+            c.execute(
+                f"INSERT INTO watchlist ({_WATCH_COLUMNS}) VALUES (?,?,?,?,?,?,?)"
+                " ON CONFLICT (account_id, environment, chain, address) DO NOTHING",
+                (entry.id, entry.account_id, entry.environment.value, entry.chain, entry.address, entry.label,
+                 ts(entry.created_at)),
+            )
+            row = c.execute(
+                f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ? AND chain = ?"
+                " AND address = ?",
+                (entry.account_id, entry.environment.value, entry.chain, entry.address),
+            ).fetchone()
+        return _watched(row)
+
+    def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
+        """Remove an entry; False when it is not the account's."""
+        with write_transaction(self._conn) as c:
+            cur = c.execute("DELETE FROM watchlist WHERE id = ? AND account_id = ? AND environment = ?",
+                            (entry_id, account_id, environment.value))
+        return cur.rowcount == 1
+
+    def watchlist(self, account_id: str, environment: Environment) -> list[WatchedAddress]:
+        """The account's watched addresses in one environment, oldest first."""
+        rows = self._conn.execute(
+            f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ? ORDER BY created_at, id",
+            (account_id, environment.value),
+        )
+        return [_watched(r) for r in rows]
+
+    def all_watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
+        """Every watched address of every tenant, optionally only newer ones."""
+        sql = f"SELECT {_WATCH_COLUMNS} FROM watchlist"
+        args: tuple = ()
+        if created_after is not None:
+            sql += " WHERE created_at > ?"
+            args = (ts(created_after),)
+        return [_watched(r) for r in self._conn.execute(sql + " ORDER BY created_at, id", args)]
+
+    def latest_result(self, account_id: str, environment: Environment, chain: str, address: str) -> ScanResult | None:
+        """The latest stored result for one address, if any."""
+        row = self._conn.execute(
+            f"SELECT {_RESULT_COLUMNS} FROM scan_results WHERE account_id = ? AND environment = ? AND chain = ?"
+            " AND address = ?",
+            (account_id, environment.value, chain, address),
+        ).fetchone()
+        return None if row is None else _result(row)
+
+    async def save_results(self, results: list[ScanResult]) -> None:
+        """Insert or replace results (durable when this returns)."""
+        rows = [
+            (r.account_id, r.environment.value, r.chain, r.address, r.result, r.risk_value, r.risk_score,
+             r.scoring_version, ts(r.data_as_of), ts(r.scanned_at), r.source)
+            for r in results
+        ]
+        sql = f"INSERT OR REPLACE INTO scan_results ({_RESULT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+        if self._writer is None:
+            with write_transaction(self._conn) as c:
+                c.executemany(sql, rows)
+            return
+        await self._writer.write(lambda c: c.executemany(sql, rows))

@@ -1,0 +1,37 @@
+"""Creates managed keys in a loop until killed (``test_crash_during_creation``).
+
+Usage: python -m tests.custody.crash_worker DB_PATH ACCOUNT_ID
+Prints one line per committed key; the test SIGKILLs it at random moments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from api.accounts import Principal
+from api.custody import ManagedCustodyService
+from api.clock import SystemClock
+from storage.managed_keys_sqlite import SqliteManagedKeyStore
+from storage.models import Account, Environment, Plan
+from storage.sqlite import open_database
+from tests.custody.support import shared_softhsm_conf
+
+
+async def main(db_path: Path, account_id: str) -> None:
+    from storage.custody.pkcs11_softhsm import open_softhsm
+
+    conn = open_database(db_path)
+    service = ManagedCustodyService(SqliteManagedKeyStore(conn), open_softhsm(shared_softhsm_conf()), SystemClock())
+    account = Account(account_id, f"{account_id}@example.com", None, Plan.PRO, datetime(2026, 1, 1, tzinfo=UTC))
+    principal = Principal(account, "secret", "key_crash", Environment.LIVE)
+    print("ready", flush=True)
+    while True:
+        key = await service.create(principal, "ml-dsa-44", "ethereum")
+        print(key.id, flush=True)
+
+
+if __name__ == "__main__":
+    asyncio.run(main(Path(sys.argv[1]), sys.argv[2]))

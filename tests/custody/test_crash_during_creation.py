@@ -1,0 +1,126 @@
+"""A failure at any step of key creation, or the process being killed, leaves
+no key row, no orphaned event or registration, and nothing on the token: the
+wrapped seed exists only inside the one transaction that stores the key."""
+
+from __future__ import annotations
+
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from api.errors import ApiError
+from pqc import Algorithm
+from storage.custody import CustodyIntegrityError, CustodyUnavailable, binding_for
+from storage.custody.base import public_key_from_seed
+from storage.custody.pkcs11_softhsm import _MODULE_LOCK
+from storage.errors import StoreUnavailable
+from tests.custody.support import add_principal, requires_softhsm
+from tests.support import REPO_ROOT
+
+pytestmark = requires_softhsm
+
+
+def _token_objects(backend) -> int:
+    with _MODULE_LOCK:
+        return len(list(backend._session.get_objects()))
+
+
+def _counts(db) -> tuple[int, int, int]:
+    return tuple(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                 for t in ("managed_keys", "managed_key_events", "pq_keys"))
+
+
+def _fail(*_args, **_kwargs):
+    raise RuntimeError("injected failure")
+
+
+def _fail_encrypt(original):
+    def crypt(operation, *args):
+        if operation == "encrypt":
+            raise CustodyUnavailable("injected: token failed while wrapping")
+        return original(operation, *args)
+    return crypt
+
+
+def _wrong_readback(*_args):
+    return bytearray(32)
+
+
+def _fail_event(*_args):
+    raise sqlite3.OperationalError("injected: disk I/O error after the key row was inserted")
+
+
+STEPS = {
+    "seed → public key": ("storage.custody.pkcs11_softhsm.public_key_from_seed", _fail, "GEN_002"),
+    "wrap on the token": ("backend._crypt", _fail_encrypt, "CUS_004"),
+    "read-back check": ("backend._unwrap", _wrong_readback, "GEN_002"),
+    "event insert (key row already written)": ("storage.managed_keys_sqlite._append_event", _fail_event, "SRV_002"),
+}
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+async def test_failure_at_each_creation_step_leaves_nothing(step, service, backend, principal, db, monkeypatch):
+    target, replacement, code = STEPS[step]
+    objects = _token_objects(backend)
+    destroyed = []
+    monkeypatch.setattr(backend, "destroy", lambda key_ref, binding: destroyed.append(key_ref))
+    if target.startswith("backend."):
+        name = target.split(".", 1)[1]
+        original = getattr(backend, name)
+        monkeypatch.setattr(backend, name, replacement(original) if replacement is _fail_encrypt else replacement)
+    else:
+        monkeypatch.setattr(target, replacement)
+    with pytest.raises((ApiError, StoreUnavailable, CustodyUnavailable)) as failed:
+        await service.create(principal, "ml-dsa-65", "ethereum")
+    assert failed.value.code == code
+    assert _counts(db) == (0, 0, 0)
+    assert _token_objects(backend) == objects
+    assert len(destroyed) == (1 if "event" in step else 0)  # made, then given back when the store failed
+    monkeypatch.undo()
+    await service.create(principal, "ml-dsa-65", "ethereum")  # and the next creation works
+    assert _counts(db) == (1, 1, 1)
+
+
+async def test_registration_failure_rolls_back_the_key(service, principal, db):
+    db.execute("CREATE TEMP TRIGGER inject BEFORE INSERT ON pq_keys BEGIN SELECT RAISE(ABORT, 'injected'); END")
+    with pytest.raises(sqlite3.IntegrityError):
+        await service.create(principal, "ml-dsa-65", "ethereum")
+    assert _counts(db) == (0, 0, 0)
+
+
+def test_killed_mid_creation_leaves_only_whole_keys(backend, db, tmp_path):
+    principal = add_principal(db)
+    db_path = tmp_path / "qday.sqlite"
+    objects = _token_objects(backend)
+    rng = random.Random(7)
+    printed: list[str] = []
+    kills = 3
+    for _ in range(kills):
+        proc = subprocess.Popen([sys.executable, "-m", "tests.custody.crash_worker", str(db_path),
+                                 principal.account.id], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+        printed += [proc.stdout.readline().strip() for _ in range(rng.randint(3, 12))]
+        time.sleep(rng.random() * 0.02)  # land anywhere inside a later creation
+        proc.send_signal(signal.SIGKILL)
+        printed += proc.stdout.read().split()
+        proc.wait(timeout=30)
+    rows = db.execute("SELECT id, account_id, environment, algorithm, public_key, key_ref, state FROM managed_keys"
+                      ).fetchall()
+    ids = {row[0] for row in rows}
+    assert set(printed) <= ids and len(ids) - len(printed) <= kills  # at most one committed-but-unreported per kill
+    for key_id, account_id, environment, algorithm, public_key, key_ref, state in rows:
+        assert state == "active" and key_ref is not None
+        seed = backend._unwrap(key_ref, binding_for(key_id, account_id, environment, algorithm))
+        assert public_key_from_seed(Algorithm(algorithm), seed) == public_key  # whole, opens, matches
+        assert db.execute("SELECT type FROM managed_key_events WHERE key_id = ?", (key_id,)).fetchall() == [("created",)]
+        assert db.execute("SELECT 1 FROM pq_keys WHERE id = ?", (key_id,)).fetchone()
+    assert _counts(db) == (len(rows), len(rows), len(rows))
+    assert _token_objects(backend) == objects  # nothing per key on the token, so no orphans there
+    with pytest.raises(CustodyIntegrityError):  # and a blob is useless in any other row
+        backend._unwrap(rows[0][5], binding_for(rows[1][0], *rows[0][1:4]))

@@ -1,0 +1,278 @@
+"""The managed-key lifecycle on the service, with a manual clock: the 7-day
+window, irreversible destruction, the append-only audit log, monthly usage."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+import pqc
+from api.custody import ManagedCustodyService, month_bounds, purge_due_keys
+from api.errors import ApiError
+from api.settings import SettingsError, load_settings
+from storage.custody import CustodyIntegrityError
+from storage.managed_keys_sqlite import SqliteManagedKeyStore
+from storage.models import Environment, ManagedKeyState, Plan
+from storage.sqlite import split_statements
+from tests.custody.support import add_principal, requires_softhsm
+from tests.support import REPO_ROOT, ManualClock
+
+DAY = 86400
+
+
+def _code(excinfo) -> str:
+    return excinfo.value.code
+
+
+@requires_softhsm
+async def test_seven_day_window_then_irreversible_destruction(service, store, principal, clock, db):
+    kept = await service.create(principal, "ml-dsa-65", "ethereum", "req_1")
+    doomed = await service.create(principal, "ml-dsa-44", "bitcoin", "req_2")
+    requested = clock.now()
+    for key in (kept, doomed):
+        pending = service.schedule_deletion(principal, key.id, "req_3")
+        assert pending.state is ManagedKeyState.PENDING_DELETION
+        assert pending.deletion_scheduled_at == requested + timedelta(days=7)
+        with pytest.raises(ApiError) as refused:
+            await service.sign(principal, key.id, key.algorithm, b"m", b"")
+        assert _code(refused) == "CUS_002"
+        with pytest.raises(ApiError) as again:
+            service.schedule_deletion(principal, key.id)
+        assert _code(again) == "CUS_006"
+
+    clock.advance(6 * DAY + 23 * 3600 + 3599)  # one second before the date
+    assert service.purge_due() == []
+    assert service.get(principal, doomed.id).state is ManagedKeyState.PENDING_DELETION
+    restored = service.cancel_deletion(principal, kept.id, "req_4")
+    assert restored.state is ManagedKeyState.ACTIVE and restored.deletion_scheduled_at is None
+    signed = await service.sign(principal, kept.id, "ml-dsa-65", b"still mine", b"")
+    pqc.verify("ml-dsa-65", kept.public_key, b"still mine", signed.signature)
+    with pytest.raises(ApiError) as not_pending:
+        service.cancel_deletion(principal, kept.id)
+    assert _code(not_pending) == "CUS_006"
+
+    clock.advance(1)  # exactly 7 days
+    assert service.purge_due() == [doomed.id]
+    assert service.purge_due() == []  # idempotent
+    gone = service.get(principal, doomed.id)
+    assert gone.state is ManagedKeyState.DESTROYED and gone.key_ref is None and gone.destroyed_at == clock.now()
+    assert gone.public_key == doomed.public_key  # the public half stays, for old signatures
+    row = db.execute("SELECT key_ref, state FROM managed_keys WHERE id = ?", (doomed.id,)).fetchone()
+    assert row == (None, "destroyed")
+    for action in (lambda: service.cancel_deletion(principal, doomed.id),
+                   lambda: service.schedule_deletion(principal, doomed.id)):
+        with pytest.raises(ApiError) as final:
+            action()
+        assert _code(final) == "CUS_005"
+    with pytest.raises(ApiError) as cannot_sign:
+        await service.sign(principal, doomed.id, "ml-dsa-44", b"m", b"")
+    assert _code(cannot_sign) == "CUS_005"
+    assert service.get(principal, kept.id).state is ManagedKeyState.ACTIVE
+
+    events = [(e.type, e.state.value, e.actor.split(":")[0]) for e in service.events(principal, doomed.id)]
+    assert events == [("created", "active", "api_key"), ("deletion_scheduled", "pending_deletion", "api_key"),
+                      ("destroyed", "destroyed", "system")]
+    assert [e.type for e in service.events(principal, kept.id)] == ["created", "deletion_scheduled",
+                                                                     "deletion_cancelled"]
+    assert [e.request_id for e in service.events(principal, kept.id)] == ["req_1", "req_3", "req_4"]
+    assert store.verify_event_chain(principal.account.id)
+
+
+@requires_softhsm
+async def test_audit_log_and_destruction_cannot_be_rewritten(service, store, principal, clock, db):
+    key = await service.create(principal, "ml-dsa-65", "ethereum")
+    service.schedule_deletion(principal, key.id)
+    clock.advance(7 * DAY)
+    service.purge_due()
+    for statement in ("UPDATE managed_key_events SET actor = 'nobody'", "DELETE FROM managed_key_events",
+                      "UPDATE managed_keys SET state = 'active' WHERE id = ?",
+                      "UPDATE managed_keys SET key_ref = x'00' WHERE id = ?",
+                      "DELETE FROM managed_keys WHERE id = ?"):
+        args = (key.id,) if "?" in statement else ()
+        with pytest.raises(sqlite3.IntegrityError):
+            db.execute(statement, args)
+    # A history rewritten with the triggers dropped no longer chains.
+    assert store.verify_event_chain(principal.account.id)
+    db.execute("DROP TRIGGER managed_key_events_no_update")
+    db.execute("UPDATE managed_key_events SET actor = 'api_key:someone_else' WHERE type = 'deletion_scheduled'")
+    assert not store.verify_event_chain(principal.account.id)
+
+
+@requires_softhsm
+async def test_tenants_and_environments_are_isolated(service, principal, db):
+    key = await service.create(principal, "ml-dsa-65", "ethereum")
+    stranger = add_principal(db)
+    same_account_test = type(principal)(principal.account, "secret", "key_test", Environment.TEST)
+    for other in (stranger, same_account_test):
+        for action in (lambda p: service.get(p, key.id), lambda p: service.events(p, key.id),
+                       lambda p: service.schedule_deletion(p, key.id), lambda p: service.cancel_deletion(p, key.id)):
+            with pytest.raises(ApiError) as hidden:
+                action(other)
+            assert _code(hidden) == "REQ_005"
+        with pytest.raises(ApiError) as hidden:
+            await service.sign(other, key.id, "ml-dsa-65", b"m", b"")
+        assert _code(hidden) == "REQ_005"
+    assert service.get(principal, key.id).state is ManagedKeyState.ACTIVE
+
+
+@requires_softhsm
+async def test_plans_and_algorithms(service, db):
+    for plan in (Plan.FREE, Plan.BUILDER):
+        with pytest.raises(ApiError) as gated:
+            await service.create(add_principal(db, plan), "ml-dsa-65", "ethereum")
+        assert _code(gated) == "CUS_001"
+    for plan in (Plan.PRO, Plan.ENTERPRISE):
+        assert (await service.create(add_principal(db, plan), "ml-dsa-87", "solana")).algorithm == "ml-dsa-87"
+    pro = add_principal(db)
+    for name, code in (("slh-dsa-128s", "CUS_003"), ("slh-dsa-shake-128s", "CUS_003"), ("rsa", "PQC_001")):
+        with pytest.raises(Exception) as refused:
+            await service.create(pro, name, "ethereum")
+        assert refused.value.code == code
+    with pytest.raises(ApiError) as chain:
+        await service.create(pro, "ml-dsa-65", "cosmos")
+    assert _code(chain) == "GEN_001"
+    key = await service.create(pro, "ml-dsa-65", "ethereum")
+    with pytest.raises(ApiError) as mismatch:
+        await service.sign(pro, key.id, "ml-dsa-44", b"m", b"")
+    assert _code(mismatch) == "REQ_001"
+    with pytest.raises(ApiError) as long_context:
+        await service.sign(pro, key.id, "ml-dsa-65", b"m", bytes(256))
+    assert _code(long_context) == "REQ_001"
+    # A downgraded account keeps its keys (read, delete) but cannot sign.
+    db.execute("UPDATE accounts SET plan = 'free' WHERE id = ?", (pro.account.id,))
+    downgraded = type(pro)(type(pro.account)(pro.account.id, pro.account.email, None, Plan.FREE,
+                                             pro.account.created_at), "secret", pro.credential_id, pro.environment)
+    with pytest.raises(ApiError) as gated:
+        await service.sign(downgraded, key.id, "ml-dsa-65", b"m", b"")
+    assert _code(gated) == "CUS_001"
+    assert service.schedule_deletion(downgraded, key.id).state is ManagedKeyState.PENDING_DELETION
+
+
+@requires_softhsm
+async def test_usage_per_key_per_month_across_the_boundary(store, backend, db):
+    clock = ManualClock(datetime(2026, 11, 30, 23, 59, 0, tzinfo=UTC))
+    service = ManagedCustodyService(store, backend, clock)
+    principal = add_principal(db)
+    a = await service.create(principal, "ml-dsa-65", "ethereum")
+    b = await service.create(principal, "ml-dsa-44", "ethereum")
+    for _ in range(3):
+        await service.sign(principal, a.id, "ml-dsa-65", b"november", b"")
+    await service.sign(principal, b.id, "ml-dsa-44", b"november", b"")
+    clock.advance(120)  # 2026-12-01T00:01Z
+    for _ in range(2):
+        await service.sign(principal, a.id, "ml-dsa-65", b"december", b"")
+    november, december = service.usage(principal, "2026-11"), service.usage(principal)
+    assert december.month == "2026-12"
+    assert {k.key_id: k.signatures for k in november.keys} == {a.id: 3, b.id: 1}
+    assert {k.key_id: k.signatures for k in december.keys} == {a.id: 2, b.id: 0}
+    assert (november.signatures, november.key_months, november.signature_blocks, november.billable_units) == (4, 2, 1, 3)
+    assert service.usage(principal, "2026-10").keys == []
+    # Another environment of the same account counts separately.
+    test_env = type(principal)(principal.account, "secret", "key_t", Environment.TEST)
+    assert service.usage(test_env, "2026-11").signatures == 0
+    # ceil(signatures / 10,000) blocks.
+    db.execute("UPDATE managed_key_usage SET signatures = 10001 WHERE key_id = ? AND month = '2026-12'", (a.id,))
+    assert (service.usage(principal).signature_blocks, service.usage(principal).billable_units) == (2, 4)
+    # A key destroyed in December still counts as a December key-month, not in January.
+    service.schedule_deletion(principal, b.id)
+    clock.advance(7 * DAY)
+    service.purge_due()
+    assert b.id in {k.key_id for k in service.usage(principal, "2026-12").keys}
+    assert service.usage(principal, "2027-01").key_months == 1
+    for month in ("2026-13", "26-11", "2026-1", "x"):
+        with pytest.raises(ApiError):
+            service.usage(principal, month)
+    assert month_bounds("2026-12") == (datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
+
+
+@requires_softhsm
+async def test_signature_racing_a_deletion_is_not_returned(store, backend, clock, db):
+    service = ManagedCustodyService(store, backend, clock)
+    principal = add_principal(db)
+    key = await service.create(principal, "ml-dsa-65", "ethereum")
+    original = backend.sign
+
+    def sign_then_delete(*args):
+        signature = original(*args)
+        service.schedule_deletion(principal, key.id)  # lands between signing and counting
+        return signature
+
+    backend.sign = sign_then_delete
+    try:
+        with pytest.raises(ApiError) as refused:
+            await service.sign(principal, key.id, "ml-dsa-65", b"m", b"")
+    finally:
+        del backend.sign
+    assert _code(refused) == "CUS_002"
+    assert service.usage(principal).signatures == 0
+
+
+@requires_softhsm
+async def test_failed_signing_takes_its_count_back(store, backend, clock, db):
+    executor = ThreadPoolExecutor(max_workers=2)  # the API's way: counting overlaps signing
+    service = ManagedCustodyService(store, backend, clock, executor)
+    principal = add_principal(db)
+    key = await service.create(principal, "ml-dsa-65", "ethereum")
+    signed = await service.sign(principal, key.id, "ml-dsa-65", b"counted", b"ctx")
+    pqc.verify("ml-dsa-65", key.public_key, b"counted", signed.signature, b"ctx")
+
+    def broken(*_args):
+        raise CustodyIntegrityError("injected")
+
+    backend.sign = broken
+    try:
+        with pytest.raises(CustodyIntegrityError):
+            await service.sign(principal, key.id, "ml-dsa-65", b"never made", b"")
+    finally:
+        del backend.sign
+        executor.shutdown()
+    assert service.usage(principal).signatures == 1
+
+
+def test_waiting_period_is_never_below_seven_days(store, clock):
+    with pytest.raises(SettingsError):
+        load_settings({"QDAY_DELETION_WAIT_DAYS": "6"})
+    assert load_settings({"QDAY_DELETION_WAIT_DAYS": "30"}).deletion_wait_days == 30
+    with pytest.raises(ValueError):
+        ManagedCustodyService(store, None, clock, deletion_wait_days=6)
+
+
+async def test_without_a_backend_managed_operations_are_unavailable(store, clock, db):
+    service = ManagedCustodyService(store, None, clock)
+    with pytest.raises(Exception) as unavailable:
+        await service.create(add_principal(db), "ml-dsa-65", "ethereum")
+    assert unavailable.value.code == "CUS_004"
+
+
+@requires_softhsm
+async def test_purge_keys_command_and_function(tmp_path, backend):
+    settings = load_settings({}, data_dir=tmp_path)
+    from storage.sqlite import open_database
+
+    conn = open_database(settings.operational_db)
+    clock = ManualClock(datetime(2020, 1, 1, tzinfo=UTC))  # so the dates are past by the real clock
+    service = ManagedCustodyService(SqliteManagedKeyStore(conn), backend, clock)
+    principal = add_principal(conn)
+    keys = [await service.create(principal, "ml-dsa-65", "ethereum") for _ in range(3)]
+    for key in keys[:2]:
+        service.schedule_deletion(principal, key.id)
+    assert purge_due_keys(settings, ManualClock(datetime(2020, 1, 7, 23, 59, tzinfo=UTC))) == []
+    done = subprocess.run([sys.executable, "-m", "api.cli", "admin", "purge-keys", "--data-dir", str(tmp_path)],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "destroyed 2 managed key(s)" in done.stdout
+    states = dict(conn.execute("SELECT id, state FROM managed_keys"))
+    assert states == {keys[0].id: "destroyed", keys[1].id: "destroyed", keys[2].id: "active"}
+    conn.close()
+
+
+def test_migration_splitter_keeps_trigger_bodies_whole():
+    script = ("CREATE TABLE t (x);\n-- a comment; with a semicolon\nCREATE TRIGGER tr BEFORE DELETE ON t\nBEGIN\n"
+              "    SELECT RAISE(ABORT, 'no; never');\nEND;\nCREATE INDEX i ON t(x);\n")
+    statements = split_statements(script)
+    assert len(statements) == 3 and statements[1].endswith("END;")
