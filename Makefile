@@ -12,6 +12,7 @@ DATA_DIR ?= var
 
 include mk/anvil.mk
 include mk/softhsm.mk
+include mk/pipelines.mk
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +31,8 @@ install: $(VENV)/.installed  ## create .venv and install the pinned dependencies
 
 install-test: $(VENV)/.installed-test
 
-run: install softhsm  ## start the API on 127.0.0.1:8000 with data under ./var
-	$(VENV)/bin/qday serve --data-dir $(DATA_DIR)
+run: install softhsm  ## start the API (127.0.0.1:8000) and Dagster (127.0.0.1:3000) with data under ./var
+	$(VENV)/bin/qday up --data-dir $(DATA_DIR)
 
 test: install-test anvil softhsm-test-token  ## run the whole suite
 	$(SOFTHSM_TEST_ENV) $(PY) -m pytest $(PYTEST_ARGS)

@@ -191,7 +191,7 @@ async def _open_chain_access(app: Sanic) -> None:
         prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(endpoints, ctx.http), static])
     ctx.chain_clients = clients
     ctx.scans = ScanService(SqliteScanStore(ctx.db, ctx.writer), clients, prices, ctx.clock,
-                            settings.scan_cache_ttl_seconds)
+                            settings.scan_cache_ttl_seconds, settings.pipeline_result_ttl_seconds)
 
 
 async def _close_chain_access(app: Sanic) -> None:

@@ -85,6 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
         "purge-keys", parents=[common],
         help="destroy managed keys whose deletion waiting period is over (the server also does this periodically)")
     purge.set_defaults(func=_cmd_purge_keys)
+    from pipelines.cli import add_commands  # sql, watch import, up (docs/analytics.md)
+
+    add_commands(sub, common, _settings)
     return parser
 
 

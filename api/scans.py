@@ -61,24 +61,25 @@ class ScanService:
 
     def __init__(self, store: ScanStore, clients: Mapping[Environment, Mapping[Chain, ChainClient]],
                  prices: Mapping[Environment, PriceOracle], clock: Clock, ttl_seconds: int,
-                 readiness: ReadinessData | None = None) -> None:
+                 pipeline_ttl_seconds: int, readiness: ReadinessData | None = None) -> None:
         self._store = store
         self._clients = clients
         self._prices = prices
         self._clock = clock
-        self._ttl = timedelta(seconds=ttl_seconds)
+        self._ttl = {"api": timedelta(seconds=ttl_seconds), "pipeline": timedelta(seconds=pipeline_ttl_seconds)}
         self._readiness = readiness or load_readiness()
         self._inflight: dict[tuple[Environment, str, str], asyncio.Future[Observation]] = {}
 
     async def scan(self, principal: Principal, address: str, chain: str | None, refresh: bool) -> ScanOutcome:
         """The caller's latest result for the address, refreshed when missing, older
-        than the TTL, or when asked; SCAN_003 for an address with no activity."""
+        than its TTL (longer for results of the daily pipeline run), or when asked;
+        SCAN_003 for an address with no activity."""
         env = environment_of(principal)
         target = resolve_address(address, chain, env)
         chain_id = target.chain
         stored = self._store.latest_result(principal.account.id, env, chain_id.value, str(target))
         now = self._clock.now()
-        if stored is not None and not refresh and now - stored.scanned_at < self._ttl:
+        if stored is not None and not refresh and now - stored.scanned_at < self._ttl[stored.source]:
             return ScanOutcome(stored, cached=True)
         observation = await self._observe(env, target)
         if not observation.has_activity:

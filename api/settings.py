@@ -50,8 +50,10 @@ class Settings:
     public_domain: str = "qday.local"
     #: Lifetime of key-registration challenges and attestation statements.
     challenge_ttl_seconds: int = 600
-    #: How long a stored scan result is served before it is refreshed on demand.
+    #: How long a result fetched by the scan endpoint is served before it is refreshed.
     scan_cache_ttl_seconds: int = 600
+    #: How long a result published by the daily pipeline run is served (a day and a margin).
+    pipeline_result_ttl_seconds: int = 26 * 3600
     log_level: str = "INFO"
     access_log: bool = False
     #: Managed custody backend: ``softhsm`` (embedded default: a SoftHSM2 token,
@@ -153,8 +155,9 @@ def _validate(s: Settings) -> Settings:
         raise SettingsError("challenge_ttl_seconds must be between 10 and 86400")
     if not s.public_domain or any(c.isspace() for c in s.public_domain):
         raise SettingsError("public_domain must be a non-empty name without spaces")
-    if not 0 <= s.scan_cache_ttl_seconds <= 30 * 86400:
-        raise SettingsError("scan_cache_ttl_seconds must be between 0 and 2592000 (30 days)")
+    for name in ("scan_cache_ttl_seconds", "pipeline_result_ttl_seconds"):
+        if not 0 <= getattr(s, name) <= 30 * 86400:
+            raise SettingsError(f"{name} must be between 0 and 2592000 (30 days)")
     if s.custody_backend not in ("softhsm", "pkcs11", "disabled"):
         raise SettingsError("custody_backend must be softhsm, pkcs11 or disabled")
     if not 7 <= s.deletion_wait_days <= 3650:

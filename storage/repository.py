@@ -118,7 +118,8 @@ class ScanStore(Protocol):
         """The latest stored result for one address, if any."""
 
     async def save_results(self, results: list[ScanResult]) -> None:
-        """Insert or replace results (durable when this returns)."""
+        """Insert results, replacing stored ones that are not newer (durable when
+        this returns)."""
 
 
 class ManagedKeyStore(Protocol):

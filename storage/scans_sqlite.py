@@ -83,13 +83,22 @@ class SqliteScanStore:
         return None if row is None else _result(row)
 
     async def save_results(self, results: list[ScanResult]) -> None:
-        """Insert or replace results (durable when this returns)."""
+        """Insert results, replacing stored ones that are not newer (durable when
+        this returns)."""
         rows = [
             (r.account_id, r.environment.value, r.chain, r.address, r.result, r.risk_value, r.risk_score,
              r.scoring_version, ts(r.data_as_of), ts(r.scanned_at), r.source)
             for r in results
         ]
-        sql = f"INSERT OR REPLACE INTO scan_results ({_RESULT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+        # Never let an older observation (a slow pipeline run) replace a newer one.
+        sql = (
+            f"INSERT INTO scan_results ({_RESULT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+            " ON CONFLICT (account_id, environment, chain, address) DO UPDATE SET"
+            " result = excluded.result, risk_value = excluded.risk_value, risk_score = excluded.risk_score,"
+            " scoring_version = excluded.scoring_version, data_as_of = excluded.data_as_of,"
+            " scanned_at = excluded.scanned_at, source = excluded.source"
+            " WHERE excluded.data_as_of >= scan_results.data_as_of"
+        )
         if self._writer is None:
             with write_transaction(self._conn) as c:
                 c.executemany(sql, rows)

@@ -104,7 +104,8 @@ class EvmClient:
         """Balance, nonce, code and exposure of each address (see the module docstring)."""
         accounts = typed_addresses(addresses, EvmAddress, self.chain)
         texts = ["0x" + a.payload.hex() for a in accounts]
-        check_chain = self._expected_chain_id is not None
+        expected = self._expected_chain_id  # read before the await: concurrent calls may clear it
+        check_chain = expected is not None
         head = [Call("eth_blockNumber", ())] + ([Call("eth_chainId", ())] if check_chain else [])
         calls = head + [Call(method, (text, "latest")) for text in texts for method in _PER_ADDRESS]
         results = await self.rpc.batch(calls)
@@ -112,7 +113,7 @@ class EvmClient:
         label = self.rpc.transport.label
         height = _quantity(results[0], f"{label} eth_blockNumber")
         if check_chain:
-            self._check_chain_id(_quantity(results[1], f"{label} eth_chainId"))
+            self._check_chain_id(_quantity(results[1], f"{label} eth_chainId"), expected)
         states = []
         for i, text in enumerate(texts):
             answers = results[len(head) + 3 * i : len(head) + 3 * i + 3]
@@ -128,10 +129,10 @@ class EvmClient:
             for i, (account, (balance, nonce, code)) in enumerate(zip(accounts, states, strict=True))
         ]
 
-    def _check_chain_id(self, found: int) -> None:
-        if found != self._expected_chain_id:
+    def _check_chain_id(self, found: int, expected: int | None) -> None:
+        if found != expected:
             raise ChainUnavailable(
-                f"{self.rpc.transport.label} serves chain id {found}, expected {self._expected_chain_id} "
+                f"{self.rpc.transport.label} serves chain id {found}, expected {expected} "
                 f"for {self.chain}: check the endpoint URL",
                 chain=str(self.chain),
             )

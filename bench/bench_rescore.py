@@ -1,0 +1,183 @@
+"""Benchmark: watched addresses rescored per second, end to end, against anvil.
+
+Run with ``.venv/bin/python bench/bench_rescore.py [--sizes 1000 5000 20000]``. It needs
+anvil (``make anvil`` or ``QDAY_ANVIL``) and prints SKIPPED without it.
+
+For each N, a fresh spawned process (so its peak RSS belongs to that N alone) builds a data
+directory with N watched Ethereum addresses (each holding a balance, so each is published)
+and materializes one chain-day partition of the real pipeline: export the watch list,
+observe every address through the EVM client (batches of 500, 4 in flight), price, score
+with ``score_frame``, write the Parquet tables, run the three checks and publish N results
+to SQLite with ``scan_record``. In the same process it then times the raw round trip: the
+same JSON-RPC calls (``eth_blockNumber`` + 3 per address) as batched POSTs of 1,000 calls,
+4 in flight, decoded and not interpreted. Printed per N: both rates, their ratio, the time
+of each pipeline step, and the peak RSS with its growth over the process's baseline, which
+must stay flat as N grows. Nothing asserts on time; the script exits 1 only when a run
+fails or the memory growth is not flat (the largest N growing more than 1.5x the smallest
+N's growth plus 64 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx  # noqa: E402
+
+from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary  # noqa: E402
+
+_METHODS = ("eth_getBalance", "eth_getTransactionCount", "eth_getCode")
+CALLS_PER_POST = 1_000
+IN_FLIGHT = 4
+
+
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _addresses(count: int, seed: int) -> list[str]:
+    return ["0x" + f"{seed:08x}{n:032x}" for n in range(count)]
+
+
+def fund(url: str, addresses: list[str]) -> None:
+    """Give every address a balance (anvil_setBalance, batched)."""
+    with httpx.Client(timeout=120) as http:
+        for start in range(0, len(addresses), CALLS_PER_POST):
+            calls = [{"jsonrpc": "2.0", "id": i, "method": "anvil_setBalance", "params": [a, hex(10**17 + i)]}
+                     for i, a in enumerate(addresses[start : start + CALLS_PER_POST])]
+            http.post(url, json=calls).raise_for_status()
+
+
+async def raw_round_trip(url: str, addresses: list[str]) -> float:
+    """Seconds for the same calls as batched POSTs, ``IN_FLIGHT`` at a time."""
+    per_post = CALLS_PER_POST // 3
+    chunks = [addresses[i : i + per_post] for i in range(0, len(addresses), per_post)]
+    gate = asyncio.Semaphore(IN_FLIGHT)
+
+    async def post(http: httpx.AsyncClient, chunk: list[str]) -> int:
+        calls = [{"jsonrpc": "2.0", "id": 0, "method": "eth_blockNumber", "params": []}]
+        calls += [{"jsonrpc": "2.0", "id": 3 * i + k + 1, "method": m, "params": [a, "latest"]}
+                  for i, a in enumerate(chunk) for k, m in enumerate(_METHODS)]
+        async with gate:
+            response = await http.post(url, content=json.dumps(calls), headers={"content-type": "application/json"})
+        return len(json.loads(response.content))
+
+    async with httpx.AsyncClient(timeout=120) as http:
+        started = time.perf_counter()
+        answered = await asyncio.gather(*(post(http, chunk) for chunk in chunks))
+        elapsed = time.perf_counter() - started
+    assert sum(answered) == len(addresses) * 3 + len(chunks)
+    return elapsed
+
+
+def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> None:
+    """Child process: build the data directory, run the pipeline, then the raw round trip.
+
+    The baseline RSS is taken after the imports and the data directory's set-up (streamed
+    inserts), so the growth printed belongs to the pipeline run."""
+    import logging
+    from datetime import UTC, datetime
+
+    from dagster import materialize
+
+    from api.ids import new_id
+    from chains.codecs.detect import parse_address
+    from pipelines.assets import RESCORING_ASSETS, risk_checks
+    from pipelines.resources import (
+        AnalyticsResource,
+        EndpointChainDataResource,
+        OperationalStoreResource,
+        StaticPriceResource,
+    )
+    from storage.models import Account, Plan
+    from storage.sqlite import SqliteStore, open_database, ts
+
+    logging.getLogger("dagster").setLevel(logging.WARNING)
+    with tempfile.TemporaryDirectory(prefix="bench-rescore-") as tmp:
+        root = Path(tmp)
+        conn = open_database(root / "qday.sqlite", "NORMAL")
+        account = Account(new_id("usr"), "bench@example.com", None, Plan.FREE, datetime.now(UTC))
+        SqliteStore(conn).create_account(account, "x")
+        conn.execute("BEGIN IMMEDIATE")
+        now = ts(datetime.now(UTC))
+        conn.executemany("INSERT INTO watchlist VALUES (?,?,?,?,?,?,?)",
+                         ((new_id("wat"), account.id, "live", "ethereum", str(parse_address(a, "ethereum")), None, now)
+                          for a in _addresses(count, seed)))
+        conn.execute("COMMIT")
+        conn.close()
+        baseline = _rss_mb()
+        config = root / "qday.toml"
+        config.write_text(f'[chains.live.endpoints]\nethereum = {{ url = "{url}", chain_id = {chain_id} }}\n')
+        resources = {
+            "chain_data": EndpointChainDataResource(config_file=str(config)),
+            "prices": StaticPriceResource(),
+            "operational_store": OperationalStoreResource(database=str(root / "qday.sqlite"), synchronous="NORMAL"),
+            "analytics": AnalyticsResource(root=str(root / "analytics")),
+        }
+        key = f"ethereum|{datetime.now(UTC).date().isoformat()}"
+        print(f"  [N={count}] pipeline run…", flush=True)
+        started = time.perf_counter()
+        result = materialize([*RESCORING_ASSETS, *risk_checks], partition_key=key, resources=resources)
+        pipeline = time.perf_counter() - started
+        steps = {e.step_key: e.event_specific_data.duration_ms / 1000 for e in result.all_events
+                 if e.event_type_value == "STEP_SUCCESS"}
+        published = open_database(root / "qday.sqlite").execute("SELECT count(*) FROM scan_results").fetchone()[0]
+        peak = _rss_mb()
+    print(f"  [N={count}] raw round trip…", flush=True)
+    raw = asyncio.run(raw_round_trip(url, _addresses(count, seed)))
+    results.put({"n": count, "pipeline": pipeline, "raw": raw, "steps": steps, "published": published,
+                 "baseline_mb": baseline, "peak_mb": peak, "success": result.success})
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 5_000, 20_000])
+    args = parser.parse_args()
+    binary = anvil_binary()
+    if binary is None:
+        print(f"SKIPPED: {MISSING_ANVIL}")
+        return 0
+    anvil = Anvil(binary, chain_id=31337)
+    spawn = multiprocessing.get_context("spawn")
+    rows = []
+    try:
+        for seed, n in enumerate(args.sizes, start=1):
+            print(f"[N={n}] funding {n} addresses on anvil…", flush=True)
+            fund(anvil.url, _addresses(n, seed))
+            queue = spawn.Queue()
+            child = spawn.Process(target=run_one, args=(anvil.url, anvil.chain_id, n, seed, queue))
+            child.start()
+            row = queue.get(timeout=1800)
+            child.join(timeout=60)
+            rows.append(row)
+            rate, raw_rate = n / row["pipeline"], n / row["raw"]
+            growth = row["peak_mb"] - row["baseline_mb"]
+            print(f"[N={n}] pipeline {row['pipeline']:.2f} s = {rate:,.0f} addresses/s end to end "
+                  f"({row['published']:,} published, success={row['success']})")
+            print(f"[N={n}] raw batched JSON-RPC {row['raw']:.2f} s = {raw_rate:,.0f} addresses/s; "
+                  f"pipeline/raw = {rate / raw_rate:.2f}")
+            print(f"[N={n}] steps: " + ", ".join(f"{k} {v:.2f}s" for k, v in row["steps"].items()))
+            print(f"[N={n}] peak RSS {row['peak_mb']:.0f} MB (baseline after imports and set-up "
+                  f"{row['baseline_mb']:.0f} MB, growth {growth:.0f} MB)", flush=True)
+    finally:
+        anvil.stop()
+    growths = {row["n"]: row["peak_mb"] - row["baseline_mb"] for row in rows}
+    smallest, largest = min(growths), max(growths)
+    flat = growths[largest] <= 1.5 * growths[smallest] + 64
+    print(f"[memory] growth over baseline by N: " + ", ".join(f"{n:,}: {g:.0f} MB" for n, g in growths.items())
+          + f" -> {'flat' if flat else 'NOT flat'}")
+    return 0 if flat and all(r["success"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

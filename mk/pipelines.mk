@@ -1,0 +1,30 @@
+# Pipelines and analytics (docs/analytics.md). Included from the Makefile after the
+# variables it defines (VENV, PY, DATA_DIR) and after mk/anvil.mk (bench-rescore needs anvil).
+
+DAGSTER_PORT ?= 3000
+API_PORT ?= 8000
+RESCORE_CHAINS ?= ethereum bitcoin solana base arbitrum optimism polygon zksync linea scroll mantle blast sonic gnosis celo bsc avalanche cosmos tron
+RESCORE_DATE ?= $(shell date -u +%Y-%m-%d)
+
+.PHONY: up sql rescore test-pipelines bench-rescore
+
+up: install  ## API + Dagster webserver (127.0.0.1:$(DAGSTER_PORT)) + daemon, supervised; Ctrl-C stops all
+	$(VENV)/bin/qday up --data-dir $(DATA_DIR) --port $(API_PORT) --dagster-port $(DAGSTER_PORT)
+
+sql: install  ## DuckDB shell over the analytics tables of $(DATA_DIR)
+	$(VENV)/bin/qday sql --data-dir $(DATA_DIR)
+
+rescore: install  ## rescore RESCORE_CHAINS for RESCORE_DATE (default today) now, without the daemon
+	@mkdir -p $(DATA_DIR)/dagster && cp dagster_home/dagster.yaml $(DATA_DIR)/dagster/dagster.yaml
+	@for chain in $(RESCORE_CHAINS); do \
+	  echo "== $$chain|$(RESCORE_DATE)"; \
+	  QDAY_DATA_DIR=$(DATA_DIR) DAGSTER_HOME=$(abspath $(DATA_DIR))/dagster $(VENV)/bin/dagster asset materialize \
+	    -m pipelines.definitions -a defs --select 'group:rescoring' --partition "$$chain|$(RESCORE_DATE)" \
+	    || echo "!! $$chain failed (see above); other chains go on"; \
+	done
+
+test-pipelines: install-test  ## the pipeline tests only (anvil tests skip without `make anvil`)
+	$(PY) -m pytest tests/pipelines $(PYTEST_ARGS)
+
+bench-rescore: install-test $(ANVIL)  ## watched addresses rescored per second against anvil, and peak memory
+	$(PY) -m bench.bench_rescore

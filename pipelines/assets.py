@@ -1,0 +1,368 @@
+"""The rescoring assets, partitioned by chain and by day, and their checks.
+
+Partitions: ``CHAIN_DAY`` = the 19 chains × scan dates (daily, UTC, today included), keyed
+``<chain>|<YYYY-MM-DD>``. One run handles one chain on one day, end to end:
+
+    watched_addresses ─▶ chain_observations ─┐
+                         native_prices ──────┴▶ address_risk ─▶ published_scan_results
+                                                (3 blocking checks)
+
+Each asset writes its partition's Parquet file (``storage.analytics``) and the next one
+reads it back in batches, so memory stays flat however many addresses are watched. A
+re-run replaces the partition's files. A chain's outage (``ChainUnavailable``) is retried
+by Dagster a few times, then fails that chain's partition only. ``chain_readiness`` is
+partitioned by day alone. ``newly_watched_scores`` (not partitioned) scores addresses the
+sensor found, so they are served within a minute of being watched.
+"""
+
+
+from collections import defaultdict
+from datetime import UTC, date, datetime
+
+import polars as pl
+from dagster import (
+    AssetCheckExecutionContext,
+    AssetCheckResult,
+    AssetExecutionContext,
+    Config,
+    DailyPartitionsDefinition,
+    Failure,
+    MaterializeResult,
+    MetadataValue,
+    MultiPartitionKey,
+    MultiPartitionsDefinition,
+    RetryRequested,
+    StaticPartitionsDefinition,
+    asset,
+    asset_check,
+)
+from pydantic import Field
+
+from chains.errors import ChainUnavailable
+from chains.registry import CHAINS, Chain
+from pipelines.rescore import (
+    DAILY,
+    NEW,
+    Batch,
+    ObserveStats,
+    export_watchlist,
+    fetch_prices,
+    observe_stream,
+    price_rows,
+    publish,
+    read_batches,
+    records_for,
+    risk_problems,
+    risk_rows,
+    target_batches,
+    watch_entries_frame,
+    watchers_in_range,
+)
+from pipelines.resources import AnalyticsResource, ChainDataResource, OperationalStoreResource, PriceResource
+from pipelines.runner import LoopThread
+from scoring import load_readiness
+from scoring.model import WEIGHT_PERCENT
+from storage.analytics import TABLES, AnalyticsStore
+from storage.errors import StoreUnavailable
+from storage.models import Environment, WatchedAddress
+
+START_DATE = "2026-01-01"
+CHAIN_PARTITIONS = StaticPartitionsDefinition([chain.value for chain in CHAINS])
+DAILY_PARTITIONS = DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezone="UTC")
+"""Days in UTC; ``end_offset=1`` makes today's partition exist, so the 02:00 run scores today."""
+CHAIN_DAY = MultiPartitionsDefinition({"chain": CHAIN_PARTITIONS, "date": DAILY_PARTITIONS})
+
+RESCORING = "rescoring"
+PUBLISH_BATCH = 1_000
+RISK_CHECKS = ("no_null_scores", "weights_sum_to_one", "row_counts_match")
+
+
+def chain_day(key: str | MultiPartitionKey) -> tuple[Chain, date]:
+    """The chain and scan date of a ``CHAIN_DAY`` key (``ethereum|2026-11-22``)."""
+    if not isinstance(key, MultiPartitionKey):
+        key = CHAIN_DAY.get_partition_key_from_str(key)
+    dims = key.keys_by_dimension
+    return Chain(dims["chain"]), date.fromisoformat(dims["date"])
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _upstream_fault(context: AssetExecutionContext, retries: int, seconds: float, exc: Exception, what: str):
+    """Retry an upstream fault (chain outage, operational store busy) a few times, then fail."""
+    if context.retry_number < retries:
+        context.log.warning(f"{what}: {exc}; retry {context.retry_number + 1} of {retries} in {seconds:g} s")
+        return RetryRequested(max_retries=retries, seconds_to_wait=seconds)
+    return Failure(description=f"{what}: {exc}", metadata={"error_code": getattr(exc, "code", "")})
+
+
+# --- the chain-day partition ------------------------------------------------------------
+
+
+@asset(partitions_def=CHAIN_DAY, group_name=RESCORING, kinds={"sqlite", "parquet"})
+def watched_addresses(context: AssetExecutionContext, operational_store: OperationalStoreResource,
+                      analytics: AnalyticsResource) -> MaterializeResult:
+    """Every tenant's watched addresses on the chain (both environments), exported from the
+    operational store in (environment, address) order: the ``watchlist`` table."""
+    chain, day = chain_day(context.partition_key)
+    store = analytics.store()
+    target = store.daily_file("watchlist", day, chain.value)
+    with operational_store.open(writer=False) as op, store.writer("watchlist", target) as writer:
+        rows, distinct = export_watchlist(op.conn, chain, writer, Batch(day, DAILY, context.run.run_id), _now())
+    return MaterializeResult(metadata={"rows": rows, "distinct_addresses": distinct,
+                                       "path": MetadataValue.path(str(target))})
+
+
+@asset(partitions_def=CHAIN_DAY, group_name=RESCORING, deps=[watched_addresses], kinds={"parquet"})
+def chain_observations(context: AssetExecutionContext, chain_data: ChainDataResource,
+                       analytics: AnalyticsResource) -> MaterializeResult:
+    """What the chain says about each watched address, fetched in batches of
+    ``chain_data.batch_size`` through the chain's client: ``address_observations``."""
+    chain, day = chain_day(context.partition_key)
+    store = analytics.store()
+    target = store.daily_file("address_observations", day, chain.value)
+    stats = ObserveStats()
+    batch = Batch(day, DAILY, context.run.run_id)
+    try:
+        with LoopThread() as loop:
+            source = loop.run(_open(chain_data))
+            try:
+                with store.writer("address_observations", target) as writer:
+                    watch = store.daily_file("watchlist", day, chain.value)
+                    targets = target_batches(read_batches(watch, ["environment", "address"]), chain_data.batch_size)
+                    for frame in observe_stream(loop, source, chain, targets, batch, chain_data.concurrency, stats):
+                        writer.write(frame)
+            finally:
+                loop.run(source.aclose())
+    except ChainUnavailable as exc:
+        raise _upstream_fault(context, chain_data.outage_retries, chain_data.outage_retry_seconds, exc,
+                              f"{chain} unavailable") from exc
+    for problem in stats.invalid[:20]:
+        context.log.warning(f"skipped invalid watched address {problem}")
+    return MaterializeResult(metadata={"rows": stats.observed, "invalid_addresses": len(stats.invalid),
+                                       "path": MetadataValue.path(str(target))})
+
+
+async def _open(resource: ChainDataResource | PriceResource):
+    return resource.open()
+
+
+@asset(partitions_def=CHAIN_DAY, group_name=RESCORING, deps=[watched_addresses], kinds={"parquet"})
+def native_prices(context: AssetExecutionContext, prices: PriceResource,
+                  analytics: AnalyticsResource) -> MaterializeResult:
+    """The USD price of the chain's native coin in each environment that has watched
+    addresses on it (null when no source has a usable one): ``native_prices``."""
+    chain, day = chain_day(context.partition_key)
+    store = analytics.store()
+    watch = store.daily_file("watchlist", day, chain.value)
+    present = pl.scan_parquet(watch).select(pl.col("environment").unique()).collect()["environment"].to_list()
+    environments = sorted(Environment(e) for e in present)
+    found = {}
+    if environments:  # nothing watched on this chain: no upstream call at all
+        with LoopThread() as loop:
+            source = loop.run(_open(prices))
+            try:
+                found = loop.run(fetch_prices(source, chain, environments))
+            finally:
+                loop.run(source.aclose())
+    frame = price_rows(chain, found, Batch(day, DAILY, context.run.run_id), _now())
+    target = store.daily_file("native_prices", day, chain.value)
+    store.write_frame("native_prices", target, frame)
+    return MaterializeResult(metadata={
+        f"{row['environment']}_usd": row["price_usd"] if row["price_usd"] is not None else "unknown"
+        for row in frame.iter_rows(named=True)
+    })
+
+
+@asset(partitions_def=CHAIN_DAY, group_name=RESCORING, deps=[chain_observations, native_prices],
+       kinds={"polars", "parquet"})
+def address_risk(context: AssetExecutionContext, analytics: AnalyticsResource) -> MaterializeResult:
+    """Each observation scored by ``scoring.score_frame`` (five factors, risk value and band,
+    chain grade): this day's rows of ``address_risk``."""
+    chain, day = chain_day(context.partition_key)
+    store = analytics.store()
+    readiness = load_readiness()
+    prices = pl.read_parquet(store.daily_file("native_prices", day, chain.value))
+    scanned_at = _now()
+    target = store.daily_file("address_risk", day, chain.value)
+    with store.writer("address_risk", target) as writer:
+        for frame in read_batches(store.daily_file("address_observations", day, chain.value)):
+            writer.write(risk_rows(frame, prices, readiness, scanned_at))
+    bands = (pl.scan_parquet(target).group_by("risk_score").agg(pl.len()).collect()
+             .sort("risk_score").iter_rows())
+    return MaterializeResult(metadata={"rows": writer.rows, "path": MetadataValue.path(str(target)),
+                                       **{f"count_{band}": count for band, count in bands}})
+
+
+@asset(partitions_def=CHAIN_DAY, group_name=RESCORING, deps=[address_risk], kinds={"sqlite"})
+def published_scan_results(context: AssetExecutionContext, operational_store: OperationalStoreResource,
+                           analytics: AnalyticsResource) -> MaterializeResult:
+    """The scores written to the operational store, one result per (tenant, environment,
+    chain, address), so the scan endpoint serves them (source ``pipeline``)."""
+    chain, day = chain_day(context.partition_key)
+    store = analytics.store()
+    readiness = load_readiness()
+    watch = store.daily_file("watchlist", day, chain.value)
+    saved = skipped = 0
+    try:
+        with LoopThread() as loop, operational_store.open() as op:
+            for frame in read_batches(store.daily_file("address_risk", day, chain.value), chunk=PUBLISH_BATCH):
+                records = records_for(frame, watchers_in_range(watch, frame), readiness)
+                done, passed = loop.run(publish(op.scans, records))
+                saved, skipped = saved + done, skipped + passed
+    except StoreUnavailable as exc:
+        raise _upstream_fault(context, 3, 10.0, exc, "operational store unavailable") from exc
+    return MaterializeResult(metadata={"published": saved, "skipped_fresher": skipped})
+
+
+# --- checks -----------------------------------------------------------------------------
+
+
+def risk_file_checks(store: AnalyticsStore, chain: str, day: date,
+                     names: tuple[str, ...] = RISK_CHECKS) -> dict[str, tuple[bool, dict]]:
+    """The named checks of a partition's ``address_risk`` file: name -> (passed, metadata).
+    The row count comes from Parquet metadata; the score checks read the file in batches."""
+    observations = store.daily_file("address_observations", day, chain)
+    risk = store.daily_file("address_risk", day, chain)
+    found: dict[str, tuple[bool, dict]] = {}
+    if {"no_null_scores", "weights_sum_to_one"} & set(names):
+        problems = {"null_scores": 0, "risk_value_mismatch": 0}
+        for frame in read_batches(risk):
+            for name, count in risk_problems(frame).items():
+                problems[name] += count
+        weight_total = sum(WEIGHT_PERCENT.values())
+        found["no_null_scores"] = (problems["null_scores"] == 0, {"rows_with_null_scores": problems["null_scores"]})
+        found["weights_sum_to_one"] = (
+            weight_total == 100 and problems["risk_value_mismatch"] == 0,
+            {"weight_total": weight_total / 100, "risk_values_off_the_weighted_sum": problems["risk_value_mismatch"]},
+        )
+    if "row_counts_match" in names:
+        counts = {name: pl.scan_parquet(path).select(pl.len()).collect().item()
+                  for name, path in (("observation_rows", observations), ("risk_rows", risk))}
+        found["row_counts_match"] = (counts["observation_rows"] == counts["risk_rows"], counts)
+    return {name: found[name] for name in names}
+
+
+def _risk_check(name: str, description: str):
+    @asset_check(asset=address_risk, name=name, blocking=True, description=description)
+    def check(context: AssetCheckExecutionContext, analytics: AnalyticsResource) -> AssetCheckResult:
+        chain, day = chain_day(context.partition_key)
+        passed, metadata = risk_file_checks(analytics.store(), chain.value, day, (name,))[name]
+        return AssetCheckResult(passed=passed, metadata=metadata)
+
+    return check
+
+
+risk_checks = [
+    _risk_check("no_null_scores", "Every row has all five factor scores, a risk value, band and grade."),
+    _risk_check("weights_sum_to_one", "The factor weights sum to 1 and every risk value is their weighted sum."),
+    _risk_check("row_counts_match", "address_risk has exactly one row per address_observations row."),
+]
+
+
+# --- chain readiness --------------------------------------------------------------------
+
+
+@asset(partitions_def=DAILY_PARTITIONS, group_name="readiness", kinds={"parquet"})
+def chain_readiness(context: AssetExecutionContext, analytics: AnalyticsResource) -> MaterializeResult:
+    """The 19 chains' post-quantum readiness (``load_readiness()``): one row per chain factor."""
+    day = date.fromisoformat(context.partition_key)
+    readiness = load_readiness()
+    rows = [
+        {"chain": name, "category": CHAINS[Chain(name)].category.value, "family": info.family.value,
+         "grade": info.grade.letter, "grade_label": info.grade.label, "factor": f.factor.value,
+         "status": f.status.value, "detail": f.detail, "source": f.source,
+         "scoring_version": readiness.scoring_version, "readiness_as_of": readiness.as_of,
+         "scan_date": day, "run_id": context.run.run_id}
+        for name, info in readiness.chains.items()
+        for f in info.factors
+    ]
+    store = analytics.store()
+    target = store.daily_file("chain_readiness", day)
+    store.write_frame("chain_readiness", target, pl.DataFrame(rows, schema=TABLES["chain_readiness"].schema))
+    grades = {name: info.grade.letter for name, info in readiness.chains.items()}
+    return MaterializeResult(metadata={"chains": len(grades), "grades": MetadataValue.json(grades)})
+
+
+@asset_check(asset=chain_readiness, description="All 19 chains are graded.")
+def all_chains_graded(context: AssetCheckExecutionContext, analytics: AnalyticsResource) -> AssetCheckResult:
+    day = date.fromisoformat(context.partition_key)
+    frame = pl.read_parquet(analytics.store().daily_file("chain_readiness", day))
+    missing = sorted(set(c.value for c in CHAINS) - set(frame["chain"].to_list()))
+    return AssetCheckResult(passed=not missing, metadata={"missing": ", ".join(missing) or "none"})
+
+
+# --- newly watched addresses ------------------------------------------------------------
+
+
+class NewWatchConfig(Config):
+    """Which watch-list entries a sensor run scores."""
+
+    watch_ids: list[str] = Field(description="Watch-list entry ids to score.")
+    created_after: str | None = Field(default=None, description="ISO time before the oldest entry (bounds the read).")
+
+
+@asset(group_name="new_addresses", kinds={"parquet", "sqlite"})
+def newly_watched_scores(context: AssetExecutionContext, config: NewWatchConfig,
+                         operational_store: OperationalStoreResource, chain_data: ChainDataResource,
+                         prices: PriceResource, analytics: AnalyticsResource) -> MaterializeResult:
+    """Scores addresses added to watch lists since the sensor's last tick, publishes them,
+    and adds them to today's analytics rows (``new-<run>.parquet`` files) until the next
+    daily run covers them. A chain that is down does not stop the others."""
+    wanted = set(config.watch_ids)
+    after = datetime.fromisoformat(config.created_after) if config.created_after else None
+    day = _now().date()
+    batch = Batch(day, NEW, context.run.run_id)
+    store = analytics.store()
+    readiness = load_readiness()
+    failed: dict[str, str] = {}
+    published = 0
+    with operational_store.open() as op, LoopThread() as loop:
+        entries = [e for e in op.scans.all_watched(created_after=after) if e.id in wanted]
+        by_chain: dict[Chain, list[WatchedAddress]] = defaultdict(list)
+        for entry in entries:
+            by_chain[Chain(entry.chain)].append(entry)
+        source = loop.run(_open(chain_data))
+        price_source = loop.run(_open(prices))
+        try:
+            for chain, group in by_chain.items():
+                try:
+                    published += _score_new(loop, source, price_source, store, op, chain, group, batch,
+                                            chain_data, readiness, context.run.run_id)
+                except ChainUnavailable as exc:
+                    failed[chain.value] = str(exc)
+                    context.log.warning(f"{chain} unavailable: {exc}")
+        finally:
+            loop.run(source.aclose())
+            loop.run(price_source.aclose())
+    if failed:
+        raise _upstream_fault(context, chain_data.outage_retries, chain_data.outage_retry_seconds,
+                              ChainUnavailable("; ".join(f"{c}: {m}" for c, m in failed.items())),
+                              f"{len(failed)} chain(s) unavailable")
+    return MaterializeResult(metadata={"entries": len(entries), "missing_entries": len(wanted) - len(entries),
+                                       "published": published, "chains": ", ".join(c.value for c in by_chain)})
+
+
+def _score_new(loop: LoopThread, source, price_source, store: AnalyticsStore, op, chain: Chain,
+               entries: list[WatchedAddress], batch: Batch, chain_data: ChainDataResource, readiness,
+               run_id: str) -> int:
+    now = _now()
+    watch = watch_entries_frame(entries, batch, now)
+    stats = ObserveStats()
+    frames = list(observe_stream(loop, source, chain, target_batches([watch], chain_data.batch_size), batch,
+                                 chain_data.concurrency, stats))
+    observations = pl.concat(frames) if frames else TABLES["address_observations"].schema.to_frame()
+    environments = sorted({e.environment for e in entries})
+    price_frame = price_rows(chain, loop.run(fetch_prices(price_source, chain, environments)), batch, now)
+    risk = risk_rows(observations, price_frame, readiness, _now())
+    for table, frame in (("watchlist", watch), ("address_observations", observations),
+                         ("native_prices", price_frame), ("address_risk", risk)):
+        store.write_frame(table, store.new_file(table, batch.scan_date, chain.value, run_id), frame)
+    saved, _ = loop.run(publish(op.scans, records_for(risk, watch, readiness)))
+    return saved
+
+
+RESCORING_ASSETS = [watched_addresses, chain_observations, native_prices, address_risk, published_scan_results]
+ALL_ASSETS = [*RESCORING_ASSETS, chain_readiness, newly_watched_scores]
+ALL_CHECKS = [*risk_checks, all_chains_graded]

@@ -1,0 +1,66 @@
+"""The Dagster code location of qday: ``dagster_home/workspace.yaml`` loads ``defs`` here.
+
+``build_definitions`` wires the assets, checks, jobs, schedules and sensor to resources
+built from the qday settings (``QDAY_*`` variables and ``QDAY_CONFIG``, as for the API):
+the operational SQLite file and the analytics folder of ``data_dir``, and the chain
+endpoints of the ``[chains]`` table. Tests pass other resources (snapshots, fixed prices).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dagster import Definitions, definitions, in_process_executor
+
+from api.settings import Settings, load_settings
+from pipelines.assets import ALL_ASSETS, ALL_CHECKS
+from pipelines.automation import (
+    new_addresses_job,
+    new_watched_sensor,
+    readiness_job,
+    readiness_schedule,
+    rescore_job,
+    rescore_schedule,
+)
+from pipelines.resources import (
+    AnalyticsResource,
+    ChainDataResource,
+    EndpointChainDataResource,
+    OperationalStoreResource,
+    OraclePriceResource,
+    PriceResource,
+)
+
+
+def analytics_dir(settings: Settings) -> Path:
+    """The analytics folder of a data directory."""
+    return settings.data_dir.resolve() / "analytics"
+
+
+def build_definitions(settings: Settings | None = None, *, chain_data: ChainDataResource | None = None,
+                      prices: PriceResource | None = None) -> Definitions:
+    """Every pipeline definition, with resources for ``settings`` (default: ``load_settings()``)."""
+    settings = settings or load_settings()
+    resources = {
+        "chain_data": chain_data or EndpointChainDataResource(),
+        "prices": prices or OraclePriceResource(),
+        "operational_store": OperationalStoreResource(
+            database=str(settings.operational_db.resolve()), synchronous=settings.sqlite_synchronous
+        ),
+        "analytics": AnalyticsResource(root=str(analytics_dir(settings))),
+    }
+    return Definitions(
+        assets=ALL_ASSETS,
+        asset_checks=ALL_CHECKS,
+        jobs=[rescore_job, readiness_job, new_addresses_job],
+        schedules=[rescore_schedule, readiness_schedule],
+        sensors=[new_watched_sensor],
+        resources=resources,
+        executor=in_process_executor,
+    )
+
+
+@definitions
+def defs() -> Definitions:
+    """Loaded by the Dagster webserver and daemon (lazily, in their code server)."""
+    return build_definitions()

@@ -1,0 +1,66 @@
+"""The code location loads; the schedules, sensor and instance configuration are as documented."""
+
+from __future__ import annotations
+
+import importlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import polars as pl
+import yaml
+from dagster import DagsterInstance, Definitions, build_schedule_context, materialize
+
+from api.settings import load_settings
+from chains.registry import CHAINS
+from pipelines.assets import all_chains_graded, chain_readiness
+from pipelines.definitions import build_definitions
+from pipelines.supervisor import REPO_DAGSTER_HOME, prepare_dagster_home
+from tests.pipelines.conftest import TODAY, DataDir
+
+
+def test_definitions_load(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("QDAY_DATA_DIR", str(tmp_path))
+    module = importlib.import_module("pipelines.definitions")
+    defs = module.defs() if callable(module.defs) else module.defs
+    Definitions.validate_loadable(defs)
+    repo = defs.get_repository_def()
+    assert {job.name for job in repo.get_all_jobs()} >= {"rescore_watched", "chain_readiness_job", "score_new_watched"}
+    assert repo.get_sensor_def("new_watched_sensor").minimum_interval_seconds == 30
+    analytics = defs.resources["analytics"]
+    assert Path(analytics.root) == tmp_path.resolve() / "analytics"
+
+
+def test_the_rescoring_schedule_runs_every_chain_daily() -> None:
+    defs = build_definitions(load_settings(env={}))
+    repo = defs.get_repository_def()
+    schedule = repo.get_schedule_def("rescore_daily")
+    assert schedule.cron_schedule == "0 2 * * *" and schedule.execution_timezone in (None, "UTC")
+    with DagsterInstance.ephemeral() as instance:
+        context = build_schedule_context(instance=instance, repository_def=repo,
+                                         scheduled_execution_time=datetime(2026, 11, 22, 2, 0, tzinfo=UTC))
+        keys = sorted(str(r.partition_key) for r in schedule.evaluate_tick(context).run_requests)
+    assert keys == sorted(f"{chain.value}|2026-11-22" for chain in CHAINS)
+    assert repo.get_schedule_def("chain_readiness_daily").cron_schedule == "30 1 * * *"
+
+
+def test_the_instance_config_keeps_telemetry_off_and_runs_one_partition_at_a_time(tmp_path: Path) -> None:
+    config = yaml.safe_load((REPO_DAGSTER_HOME / "dagster.yaml").read_text())
+    assert config["telemetry"] == {"enabled": False}
+    limits = config["run_coordinator"]["config"]["tag_concurrency_limits"]
+    assert {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1} in limits
+    home = prepare_dagster_home(tmp_path / "data")
+    assert home == (tmp_path / "data").resolve() / "dagster"
+    assert yaml.safe_load((home / "dagster.yaml").read_text()) == config
+    workspace = yaml.safe_load((home / "workspace.yaml").read_text())
+    assert workspace["load_from"][0]["python_module"]["module_name"] == "pipelines.definitions"
+
+
+def test_chain_readiness_snapshot(data_dir: DataDir) -> None:
+    resources = {"analytics": data_dir.resources()["analytics"]}
+    result = materialize([chain_readiness, all_chains_graded], partition_key=TODAY.isoformat(), resources=resources)
+    assert result.success and all(c.passed for c in result.get_asset_check_evaluations())
+    frame = pl.read_parquet(data_dir.analytics.daily_file("chain_readiness", TODAY))
+    assert frame["chain"].n_unique() == 19
+    con = data_dir.analytics.connect()
+    grades = dict(con.execute("SELECT DISTINCT chain, grade FROM chain_readiness_latest").fetchall())
+    assert grades["bitcoin"] == "C" and grades["solana"] == "D" and len(grades) == 19
