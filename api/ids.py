@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import base64
 import os
 
 
 def new_id(prefix: str) -> str:
-    """A fresh random identifier such as ``usr_k3x…``: 120 random bits as 24
-    lower-case base32 characters."""
-    return f"{prefix}_{base64.b32encode(os.urandom(15)).decode().lower()}"
+    """A fresh random identifier such as ``usr_3f9c…``: 120 random bits as 30
+    lower-case hex digits (``base64.b32encode`` is pure Python and 10x slower)."""
+    return f"{prefix}_{os.urandom(15).hex()}"

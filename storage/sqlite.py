@@ -151,15 +151,31 @@ def open_database(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
 
 
 class SqliteStore:
-    """``Store`` (accounts and API keys) on a connection from ``open_database``."""
+    """``Store`` (accounts and API keys) on a connection from ``open_database``.
+
+    Credential lookups run on every request, so found keys are remembered, but
+    only while ``PRAGMA data_version`` (which changes when any other connection
+    commits) stays the same and this store has written nothing since: a key
+    deleted or a plan changed by another worker or the admin CLI is seen at once.
+    """
+
+    _AUTH_CACHE_SIZE = 10_000
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        self._auth_cache: dict[bytes, tuple[ApiKey, Account]] = {}
+        self._auth_cache_version = -1
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        self._auth_cache.clear()
+        with write_transaction(self._conn) as c:
+            yield c
 
     def create_account(self, account: Account, password_hash: str) -> None:
         """Insert a new account; raises ``DuplicateEmail`` if the email is taken."""
         try:
-            with write_transaction(self._conn) as c:
+            with self._write() as c:
                 c.execute(
                     "INSERT INTO accounts (id, email, name, plan, password_hash, created_at) VALUES (?,?,?,?,?,?)",
                     (account.id, account.email, account.name, account.plan.value, password_hash, ts(account.created_at)),
@@ -183,7 +199,7 @@ class SqliteStore:
 
     def set_plan(self, email: str, plan: Plan) -> Account:
         """Change an account's plan; raises ``AccountNotFound``."""
-        with write_transaction(self._conn) as c:
+        with self._write() as c:
             row = c.execute(
                 "UPDATE accounts SET plan = ? WHERE email = ? RETURNING id, email, name, plan, created_at",
                 (plan.value, email),
@@ -194,7 +210,7 @@ class SqliteStore:
 
     def create_api_key(self, key: ApiKey) -> None:
         """Insert a new API key record."""
-        with write_transaction(self._conn) as c:
+        with self._write() as c:
             self._insert_key(c, key)
 
     @staticmethod
@@ -210,8 +226,20 @@ class SqliteStore:
 
     def api_key_by_hash(self, key_hash: bytes) -> tuple[ApiKey, Account] | None:
         """The key whose keyed hash matches, with its owner (deleted keys included)."""
+        (version,) = self._conn.execute("PRAGMA data_version").fetchone()
+        if version != self._auth_cache_version:
+            self._auth_cache.clear()
+            self._auth_cache_version = version
+        cached = self._auth_cache.get(key_hash)
+        if cached is not None:
+            return cached
         row = self._conn.execute(_KEY_BY_HASH_SQL, (key_hash,)).fetchone()
-        return None if row is None else (_api_key(row[:12]), _account(row[12:]))
+        if row is None:
+            return None  # unknown keys are not remembered: guessing must not fill memory
+        found = (_api_key(row[:12]), _account(row[12:]))
+        if len(self._auth_cache) < self._AUTH_CACHE_SIZE:
+            self._auth_cache[key_hash] = found
+        return found
 
     def get_api_key(self, account_id: str, key_id: str) -> ApiKey | None:
         """One of the account's keys by id (None for another account's key)."""
@@ -231,7 +259,7 @@ class SqliteStore:
 
     def delete_api_key(self, account_id: str, key_id: str, at: datetime) -> bool:
         """Mark the key deleted at ``at``; False when it is not the account's live key."""
-        with write_transaction(self._conn) as c:
+        with self._write() as c:
             cur = c.execute(
                 "UPDATE api_keys SET deleted_at = ? WHERE id = ? AND account_id = ? AND deleted_at IS NULL",
                 (ts(at), key_id, account_id),
@@ -240,7 +268,7 @@ class SqliteStore:
 
     def rotate_api_key(self, account_id: str, old_id: str, new: ApiKey, old_expires_at: datetime) -> bool:
         """Insert ``new`` and let the old key expire at ``old_expires_at``, atomically."""
-        with write_transaction(self._conn) as c:
+        with self._write() as c:
             cur = c.execute(
                 "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ? AND account_id = ?"
                 " AND deleted_at IS NULL AND replaced_by IS NULL",
@@ -253,7 +281,7 @@ class SqliteStore:
 
     def touch_api_key(self, key_id: str, at: datetime) -> None:
         """Record that the key was used at ``at``."""
-        with write_transaction(self._conn) as c:
+        with self._write() as c:
             c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (ts(at), key_id))
 
     def close(self) -> None:

@@ -82,3 +82,20 @@ def test_read_only_store_gives_store_unavailable(tmp_path):
     store = SqliteStore(conn)  # a connection that cannot write, as on a read-only volume
     with pytest.raises(StoreUnavailable):
         store.create_api_key(_key(1, "usr_1"))
+
+
+def test_remembered_credentials_follow_writes_from_other_processes(tmp_path):
+    path = tmp_path / "db.sqlite"
+    api = SqliteStore(open_database(path))
+    admin = SqliteStore(open_database(path))  # another worker or the admin CLI
+    api.create_account(_account(1), "hash")
+    api.create_api_key(_key(1, "usr_1"))
+    key_hash = _key(1, "usr_1").key_hash
+    assert api.api_key_by_hash(key_hash)[1].plan is Plan.FREE
+    assert api.api_key_by_hash(key_hash)[1].plan is Plan.FREE  # served from memory
+    admin.set_plan("u1@example.com", Plan.PRO)
+    assert api.api_key_by_hash(key_hash)[1].plan is Plan.PRO
+    assert admin.delete_api_key("usr_1", "key_1", NOW)
+    assert api.api_key_by_hash(key_hash)[0].deleted_at == NOW
+    api.rotate_api_key("usr_1", "key_1", _key(2, "usr_1"), NOW)  # own writes forget too
+    assert api.api_key_by_hash(key_hash)[0].deleted_at == NOW
