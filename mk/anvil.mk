@@ -18,5 +18,7 @@ $(ANVIL):
 
 anvil: $(ANVIL)  ## install anvil $(ANVIL_VERSION) into .tools/ (once; nothing to do when present)
 
-devnet: $(ANVIL)  ## run anvil on $(DEVNET_HOST):$(DEVNET_PORT) with funded dev accounts (foreground; Ctrl-C stops)
-	$(ANVIL) --host $(DEVNET_HOST) --port $(DEVNET_PORT) --chain-id $(DEVNET_CHAIN_ID) --accounts $(DEVNET_ACCOUNTS)
+devnet: $(ANVIL) install  ## anvil on 127.0.0.1:8545 (funded dev accounts printed) + the API with every EVM chain pointed at it; Ctrl-C stops both
+	@set -m; $(ANVIL) --host $(DEVNET_HOST) --port $(DEVNET_PORT) --chain-id $(DEVNET_CHAIN_ID) --accounts $(DEVNET_ACCOUNTS) & \
+	anvil_pid=$$!; trap 'kill $$anvil_pid 2>/dev/null' EXIT INT TERM; \
+	$(VENV)/bin/qday serve --config mk/devnet.toml
