@@ -148,9 +148,14 @@ def parse_chain(name: str) -> Chain:
         ) from None
 
 
+_FAMILY_CHAINS: MappingProxyType[Family, tuple[Chain, ...]] = MappingProxyType(
+    {family: tuple(c for c, info in CHAINS.items() if info.family is family) for family in Family}
+)
+
+
 def chains_of(family: Family) -> tuple[Chain, ...]:
     """The supported chains whose addresses belong to ``family``, in registry order."""
-    return tuple(c for c, info in CHAINS.items() if info.family is family)
+    return _FAMILY_CHAINS[family]
 
 
 #: The chains that share the EVM address format, ethereum first.

@@ -72,8 +72,9 @@ def _default_chain(family: Family) -> Chain:
     return chains_of(family)[0]
 
 
-def _decode(address: str, network: Network) -> tuple[list[Address], dict[Family, str]]:
-    """Try every family; return the addresses that decoded and each failing family's reason."""
+def _decode(address: str, network: Network, first_only: bool = False) -> tuple[list[Address], dict[Family, str]]:
+    """Try the families in registry order; return the addresses that decoded (only the
+    first with ``first_only``) and each failing family's reason."""
     found: list[Address] = []
     reasons: dict[Family, str] = {}
     for family, decode in DECODERS.items():
@@ -81,6 +82,9 @@ def _decode(address: str, network: Network) -> tuple[list[Address], dict[Family,
             found.append(decode(address, _default_chain(family), network))
         except InvalidAddress as exc:
             reasons[family] = str(exc.details.get("reason", exc))
+            continue
+        if first_only:
+            break
     return found, reasons
 
 
@@ -116,7 +120,7 @@ def parse_address(address: str, chain: Chain | str | None = None, network: Netwo
     if chain is not None:
         target = chain if isinstance(chain, Chain) else parse_chain(chain)
         return DECODERS[target.info.family](text, target, network)
-    found, reasons = _decode(text, network)
+    found, reasons = _decode(text, network, first_only=True)
     if found:
         return found[0]
     plausible = [family for family in DECODERS if _plausible(text, family)]
