@@ -17,7 +17,6 @@ from api.errors import ApiError
 from api.ids import new_id
 from api.signers import ClaimedSigner, ecdsa_signer
 from api.statements import (
-    REGISTRATION_CONTEXT,
     RegistrationClaims,
     attestation_statement,
     read_registration_challenge,

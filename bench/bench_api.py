@@ -15,7 +15,8 @@ import statistics
 import sys
 import tempfile
 
-from bench.httpload import Server, free_port, load, provision_secret_key, python_argv
+from bench.httpload import Server, load, provision_secret_key, python_argv
+from tests.processes import free_port
 
 ROUNDS = 3
 SECONDS = 3.0

@@ -19,7 +19,8 @@ import httpx
 
 import pqc
 from bench.bench_pqc import raw_hybrid_ceiling
-from bench.httpload import Server, free_port, load, provision_secret_key, python_argv
+from bench.httpload import Server, load, provision_secret_key, python_argv
+from tests.processes import free_port
 from tests.signing import eip191_signature, public_key
 
 ROUNDS = 3

@@ -83,7 +83,8 @@ async def _service_rate(service: ManagedCustodyService, principal: Principal, ke
 
 
 def _http_rate(work: Path, rounds: int) -> list[float]:
-    from bench.httpload import Server, free_port, load, provision_secret_key, python_argv
+    from bench.httpload import Server, load, provision_secret_key, python_argv
+    from tests.processes import free_port
 
     port = free_port()
     data_dir = work / "http"

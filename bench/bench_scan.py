@@ -16,7 +16,8 @@ import tempfile
 
 import httpx
 
-from bench.httpload import Server, free_port, load, provision_secret_key, python_argv
+from bench.httpload import Server, load, provision_secret_key, python_argv
+from tests.processes import free_port
 from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary
 
 ROUNDS = 3

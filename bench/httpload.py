@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.processes import free_port, stop_group
+from tests.processes import stop_group
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
