@@ -174,7 +174,7 @@ def main() -> int:
     growths = {row["n"]: row["peak_mb"] - row["baseline_mb"] for row in rows}
     smallest, largest = min(growths), max(growths)
     flat = growths[largest] <= 1.5 * growths[smallest] + 64
-    print(f"[memory] growth over baseline by N: " + ", ".join(f"{n:,}: {g:.0f} MB" for n, g in growths.items())
+    print("[memory] growth over baseline by N: " + ", ".join(f"{n:,}: {g:.0f} MB" for n, g in growths.items())
           + f" -> {'flat' if flat else 'NOT flat'}")
     return 0 if flat and all(r["success"] for r in rows) else 1
 

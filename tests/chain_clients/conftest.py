@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,6 @@ import httpx
 import pytest
 
 from chains.clients.transport import Timing
-from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary
 from tests.chain_clients.loopback import Loopback
 
 OBSERVED_AT = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
@@ -43,17 +42,6 @@ class FakeClock:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
-
-
-@pytest.fixture(scope="session")
-def anvil() -> Iterator[Anvil]:
-    """One anvil node for the session (chain id 31337) on a free loopback port."""
-    binary = anvil_binary()
-    if binary is None:
-        pytest.skip(MISSING_ANVIL)
-    node = Anvil(binary, chain_id=31337)
-    yield node
-    node.stop()
 
 
 @pytest.fixture

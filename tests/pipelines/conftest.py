@@ -27,7 +27,6 @@ from storage.analytics import AnalyticsStore
 from storage.models import Account, Environment, Plan, WatchedAddress
 from storage.scans_sqlite import SqliteScanStore
 from storage.sqlite import SqliteStore, open_database, ts
-from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary
 from tests.chain_clients.loopback import Loopback
 
 TODAY = datetime.now(UTC).date()
@@ -106,17 +105,6 @@ def data_dir(tmp_path: Path) -> DataDir:
     root.mkdir()
     open_database(root / "qday.sqlite").close()
     return DataDir(root)
-
-
-@pytest.fixture(scope="session")
-def anvil() -> Iterator[Anvil]:
-    """One anvil node for the pipeline tests (chain id 31337)."""
-    binary = anvil_binary()
-    if binary is None:
-        pytest.skip(MISSING_ANVIL)
-    node = Anvil(binary, chain_id=31337)
-    yield node
-    node.stop()
 
 
 @dataclass
