@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Self
 
@@ -20,10 +21,13 @@ _CHECKSUM_CASE = MappingProxyType({
 })
 
 
+@lru_cache(maxsize=65_536)
 def eip55(account: bytes) -> str:
     """The EIP-55 mixed-case text of a 20-byte account, the form wallets display and check.
 
     A hex letter is upper case where the keccak-256 of the lowercase hex has a nibble of 8 or more.
+    Remembered for the most recent 65,536 accounts: a request often needs the same text
+    several times, and scans repeat the same addresses.
     """
     hex_ = account.hex()
     digest = keccak256(hex_.encode("ascii")).hex()
