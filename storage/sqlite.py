@@ -154,9 +154,10 @@ class SqliteStore:
     """``Store`` (accounts and API keys) on a connection from ``open_database``.
 
     Credential lookups run on every request, so found keys are remembered, but
-    only while ``PRAGMA data_version`` (which changes when any other connection
-    commits) stays the same and this store has written nothing since: a key
-    deleted or a plan changed by another worker or the admin CLI is seen at once.
+    only while the ``auth_generation`` counter stays the same: triggers bump it on
+    every plan change and every key deletion, expiry or replacement, from any
+    connection or process, so such a change by another worker or the admin CLI
+    is seen at once (migration 0005).
     """
 
     _AUTH_CACHE_SIZE = 10_000
@@ -166,16 +167,10 @@ class SqliteStore:
         self._auth_cache: dict[bytes, tuple[ApiKey, Account]] = {}
         self._auth_cache_version = -1
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        self._auth_cache.clear()
-        with write_transaction(self._conn) as c:
-            yield c
-
     def create_account(self, account: Account, password_hash: str) -> None:
         """Insert a new account; raises ``DuplicateEmail`` if the email is taken."""
         try:
-            with self._write() as c:
+            with write_transaction(self._conn) as c:
                 c.execute(
                     "INSERT INTO accounts (id, email, name, plan, password_hash, created_at) VALUES (?,?,?,?,?,?)",
                     (account.id, account.email, account.name, account.plan.value, password_hash, ts(account.created_at)),
@@ -199,7 +194,7 @@ class SqliteStore:
 
     def set_plan(self, email: str, plan: Plan) -> Account:
         """Change an account's plan; raises ``AccountNotFound``."""
-        with self._write() as c:
+        with write_transaction(self._conn) as c:
             row = c.execute(
                 "UPDATE accounts SET plan = ? WHERE email = ? RETURNING id, email, name, plan, created_at",
                 (plan.value, email),
@@ -210,7 +205,7 @@ class SqliteStore:
 
     def create_api_key(self, key: ApiKey) -> None:
         """Insert a new API key record."""
-        with self._write() as c:
+        with write_transaction(self._conn) as c:
             self._insert_key(c, key)
 
     @staticmethod
@@ -226,7 +221,7 @@ class SqliteStore:
 
     def api_key_by_hash(self, key_hash: bytes) -> tuple[ApiKey, Account] | None:
         """The key whose keyed hash matches, with its owner (deleted keys included)."""
-        (version,) = self._conn.execute("PRAGMA data_version").fetchone()
+        (version,) = self._conn.execute("SELECT value FROM auth_generation WHERE id = 1").fetchone()
         if version != self._auth_cache_version:
             self._auth_cache.clear()
             self._auth_cache_version = version
@@ -259,7 +254,7 @@ class SqliteStore:
 
     def delete_api_key(self, account_id: str, key_id: str, at: datetime) -> bool:
         """Mark the key deleted at ``at``; False when it is not the account's live key."""
-        with self._write() as c:
+        with write_transaction(self._conn) as c:
             cur = c.execute(
                 "UPDATE api_keys SET deleted_at = ? WHERE id = ? AND account_id = ? AND deleted_at IS NULL",
                 (ts(at), key_id, account_id),
@@ -268,7 +263,7 @@ class SqliteStore:
 
     def rotate_api_key(self, account_id: str, old_id: str, new: ApiKey, old_expires_at: datetime) -> bool:
         """Insert ``new`` and let the old key expire at ``old_expires_at``, atomically."""
-        with self._write() as c:
+        with write_transaction(self._conn) as c:
             cur = c.execute(
                 "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ? AND account_id = ?"
                 " AND deleted_at IS NULL AND replaced_by IS NULL",
@@ -281,7 +276,7 @@ class SqliteStore:
 
     def touch_api_key(self, key_id: str, at: datetime) -> None:
         """Record that the key was used at ``at``."""
-        with self._write() as c:
+        with write_transaction(self._conn) as c:
             c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (ts(at), key_id))
 
     def close(self) -> None:
