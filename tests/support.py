@@ -4,6 +4,8 @@ started once per session, a real server subprocess, and account set-up."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 import itertools
 import os
 import subprocess
@@ -53,6 +55,18 @@ def create_test_app(settings: Settings, clock: ManualClock) -> Sanic:
     app = create_app(settings, clock=clock, passwords=CHEAP_PASSWORDS)
     app.config.TOUCHUP = False
     return app
+
+
+@asynccontextmanager
+async def running_app(settings: Settings, clock: ManualClock) -> AsyncIterator[Sanic]:
+    """A test app started through its ASGI lifespan, stopped when the block ends."""
+    app = create_test_app(settings, clock)
+    lifespan = Lifespan(app)
+    await lifespan.start()
+    try:
+        yield app
+    finally:
+        await lifespan.stop()
 
 
 class Lifespan:
@@ -134,7 +148,6 @@ async def make_tenant(client: httpx.AsyncClient, key_names: tuple[str, ...] = ("
         assert r.status_code == 201, r.text
         keys[name] = r.json()["data"]
     return Tenant(email, password, account_id, session, keys)
-
 
 
 class ServerProcess:

@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from api.settings import load_settings
-from tests.support import Lifespan, ManualClock, Tenant, client_for, create_test_app, make_tenant
+from tests.support import ManualClock, Tenant, client_for, make_tenant, running_app
 
 
 @pytest.fixture(scope="session")
@@ -21,11 +21,8 @@ def clock() -> ManualClock:
 async def app(tmp_path_factory, clock):
     """The API app with its storage in a temporary folder, started once."""
     settings = load_settings({}, data_dir=tmp_path_factory.mktemp("api-data"))
-    application = create_test_app(settings, clock)
-    lifespan = Lifespan(application)
-    await lifespan.start()
-    yield application
-    await lifespan.stop()
+    async with running_app(settings, clock) as application:
+        yield application
 
 
 @pytest.fixture

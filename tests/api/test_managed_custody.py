@@ -18,7 +18,7 @@ from storage.models import Plan
 from tests.api.test_envelope import assert_error, assert_meta
 from tests.custody.support import requires_softhsm, shared_softhsm_conf
 from tests.signing import eip191_signature, public_key
-from tests.support import Lifespan, ManualClock, client_for, create_test_app, make_tenant
+from tests.support import ManualClock, client_for, make_tenant, running_app
 
 shared_softhsm_conf()  # at collection: before any app of this process opens SoftHSM2
 
@@ -35,11 +35,8 @@ def mclock() -> ManualClock:
 @pytest.fixture(scope="module")
 async def mapp(tmp_path_factory, mclock):
     """An app with managed custody on the process's throw-away SoftHSM2 token."""
-    application = create_test_app(load_settings({}, data_dir=tmp_path_factory.mktemp("managed-api")), mclock)
-    lifespan = Lifespan(application)
-    await lifespan.start()
-    yield application
-    await lifespan.stop()
+    async with running_app(load_settings({}, data_dir=tmp_path_factory.mktemp("managed-api")), mclock) as application:
+        yield application
 
 
 @pytest.fixture
@@ -267,17 +264,12 @@ async def test_a_managed_key_backs_a_hybrid_attestation(mclient, mapp):
 
 
 async def test_without_a_custody_backend_managed_calls_are_503(tmp_path, mclient):
-    application = create_test_app(load_settings({}, data_dir=tmp_path, custody_backend="disabled"), ManualClock())
-    lifespan = Lifespan(application)
-    await lifespan.start()
-    try:
-        async with client_for(application) as c:
-            tenant = await _tenant(c, application)
-            r = await c.post(GENERATE, json={"algorithm": "ml-dsa-65", "chain": "ethereum", "custody": "managed"},
-                             headers=tenant.auth("secret_live"))
-            assert_error(r, 503, "CUS_004")
-            r = await c.post(GENERATE, json={"algorithm": "ml-dsa-65", "chain": "ethereum"},
-                             headers=tenant.auth("secret_live"))
-            assert r.status_code == 201  # everything else still works
-    finally:
-        await lifespan.stop()
+    settings = load_settings({}, data_dir=tmp_path, custody_backend="disabled")
+    async with running_app(settings, ManualClock()) as application, client_for(application) as c:
+        tenant = await _tenant(c, application)
+        r = await c.post(GENERATE, json={"algorithm": "ml-dsa-65", "chain": "ethereum", "custody": "managed"},
+                         headers=tenant.auth("secret_live"))
+        assert_error(r, 503, "CUS_004")
+        r = await c.post(GENERATE, json={"algorithm": "ml-dsa-65", "chain": "ethereum"},
+                         headers=tenant.auth("secret_live"))
+        assert r.status_code == 201  # everything else still works

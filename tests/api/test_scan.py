@@ -15,7 +15,7 @@ from api.settings import load_settings
 from storage.models import Plan
 from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary, free_port
 from tests.api.test_envelope import assert_error, assert_meta
-from tests.support import Lifespan, ManualClock, client_for, create_test_app, make_tenant
+from tests.support import ManualClock, client_for, make_tenant, running_app
 
 SCAN = "/v1/scan/wallet"
 
@@ -41,11 +41,8 @@ async def scan_app(anvil, scan_clock, tmp_path_factory):
     env = {"QDAY_ETHEREUM_RPC_URL": anvil.url, "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url,
            "QDAY_POLYGON_RPC_URL": closed}
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("scan-data"))
-    app = create_test_app(settings, scan_clock)
-    lifespan = Lifespan(app)
-    await lifespan.start()
-    yield app
-    await lifespan.stop()
+    async with running_app(settings, scan_clock) as app:
+        yield app
 
 
 @pytest.fixture
