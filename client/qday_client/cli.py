@@ -1,0 +1,332 @@
+"""The ``qday-client`` command (also ``qday client …``).
+
+Key generation and signing happen on this machine; only public keys and
+signatures are sent. Passwords come from ``QDAY_PASSWORD`` /
+``QDAY_KEYSTORE_PASSWORD`` or a prompt, never from an argument.
+
+Exit status: 0 success; 1 the API answered with an error (its code is printed);
+2 a local problem (usage, key file, keystore, unreachable server); 3 a bulk
+scan finished but some rows failed; 4 ``verify`` ran and the attestation is
+not valid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pqc
+from qday_client import bulk, hybrid, keyfile, output
+from qday_client.client import QdayClient
+from qday_client.config import Config, load_config, save_profile
+from qday_client.ecdsa_signer import load_signer
+from qday_client.errors import ApiError, LocalError, QdayError
+
+EXIT_API_ERROR, EXIT_LOCAL_ERROR, EXIT_PARTIAL, EXIT_INVALID = 1, 2, 3, 4
+#: Bulk runs wait out the rate limit this many times per address before giving up on it.
+BULK_MAX_RETRIES = 20
+KEY_COLUMNS = ("id", "name", "type", "environment", "prefix", "createdAt", "lastUsedAt", "expiresAt")
+SCAN_COLUMNS = ("address", "chain", "riskScore", "riskLabel", "riskValue", "publicKeyExposed", "balanceAtRisk",
+                "balanceAtRiskUsd", "chainGrade", "chainGradeLabel", "cached", "scannedAt", "dataAsOf")
+Command = Callable[[argparse.Namespace, Config], Awaitable[int]]
+
+
+def _secret(variable: str, prompt: str) -> str:
+    value = os.environ.get(variable)
+    if value:
+        return value
+    if not sys.stdin.isatty():
+        raise LocalError(f"set {variable} or run in a terminal to be asked for the {prompt.lower()}")
+    return getpass.getpass(f"{prompt}: ")
+
+
+def _client(config: Config, token: str | None = None, **options: Any) -> QdayClient:
+    return QdayClient(token or config.api_key, config.api_url, **options)
+
+
+def _need_key(config: Config) -> None:
+    if not config.api_key:
+        raise LocalError("no API key: set QDAY_API_KEY, or save one with `qday-client keys create --email … --save`")
+
+
+async def _management_token(client: QdayClient, args: argparse.Namespace, config: Config) -> str | None:
+    """A session token when ``--email`` is given (login), else None (the configured secret key is used)."""
+    if args.email:
+        login = await client.login(args.email, _secret("QDAY_PASSWORD", "Password"))
+        return login.token
+    _need_key(config)
+    return None
+
+
+async def cmd_account_register(args: argparse.Namespace, config: Config) -> int:
+    """Create an account."""
+    async with _client(config) as client:
+        account = await client.register_account(args.email, _secret("QDAY_PASSWORD", "Password"), args.name)
+    output.show(account, as_json=args.json)
+    return 0
+
+
+async def cmd_keys_create(args: argparse.Namespace, config: Config) -> int:
+    """Create an API key; ``--save`` stores it in the profile file for later commands."""
+    async with _client(config) as client:
+        token = await _management_token(client, args, config)
+        created = await client.create_api_key(args.name, args.type, args.environment, token=token)
+    if args.save:
+        path = save_profile(config.profile, config.api_url, created.key)
+        print(f"saved the key in profile {config.profile!r} of {path}", file=sys.stderr)
+    output.show(created, as_json=args.json)
+    return 0
+
+
+async def cmd_keys_list(args: argparse.Namespace, config: Config) -> int:
+    """List API keys."""
+    async with _client(config) as client:
+        keys = await client.list_api_keys(token=await _management_token(client, args, config))
+    output.show(keys, as_json=args.json, columns=KEY_COLUMNS)
+    return 0
+
+
+async def cmd_keys_delete(args: argparse.Namespace, config: Config) -> int:
+    """Revoke an API key."""
+    async with _client(config) as client:
+        await client.delete_api_key(args.key_id, token=await _management_token(client, args, config))
+    output.show({"id": args.key_id, "deleted": True}, as_json=args.json)
+    return 0
+
+
+async def cmd_keys_rotate(args: argparse.Namespace, config: Config) -> int:
+    """Rotate an API key (the old one keeps working for 24 h)."""
+    async with _client(config) as client:
+        rotated = await client.rotate_api_key(args.key_id, token=await _management_token(client, args, config))
+    if args.save:
+        save_profile(config.profile, config.api_url, rotated.key)
+    output.show(rotated, as_json=args.json)
+    return 0
+
+
+async def cmd_keygen(args: argparse.Namespace, config: Config) -> int:
+    """Generate a post-quantum key pair here and save it owner-only; no request is made."""
+    keypair = keyfile.generate(args.algorithm)
+    keyfile.save(keypair, args.out, overwrite=args.force)
+    output.show({"algorithm": keypair.algorithm.value, "file": str(args.out),
+                 "fingerprint": pqc.public_key_fingerprint(keypair.public_key),
+                 "publicKey": keypair.public_key.hex()}, as_json=args.json,
+                columns=None if args.json else ("algorithm", "file", "fingerprint"))
+    return 0
+
+
+async def cmd_register(args: argparse.Namespace, config: Config) -> int:
+    """Register a local key file's public key with proof of possession."""
+    _need_key(config)
+    keypair = keyfile.load(args.key_file)
+    async with _client(config) as client:
+        registered = await hybrid.register_key(client, keypair, args.chain)
+    output.show(registered, as_json=args.json, columns=None if args.json else (
+        "id", "algorithm", "chain", "fingerprint", "origin", "createdAt"))
+    return 0
+
+
+def _message(args: argparse.Namespace) -> bytes | None:
+    if args.message is not None:
+        return args.message.encode()
+    if args.message_hex is not None:
+        try:
+            return bytes.fromhex(args.message_hex.removeprefix("0x"))
+        except ValueError:
+            raise LocalError("--message-hex is not hex") from None
+    return None
+
+
+async def cmd_attest(args: argparse.Namespace, config: Config) -> int:
+    """Sign with both keys here and submit a hybrid attestation (strict unless a message is given)."""
+    _need_key(config)
+    keypair = keyfile.load(args.pq_key)
+    signer = load_signer(args.ecdsa_key, lambda: _secret("QDAY_KEYSTORE_PASSWORD", "Keystore password"))
+    try:
+        context = bytes.fromhex(args.context.removeprefix("0x"))
+        metadata = json.loads(args.metadata) if args.metadata else None
+    except ValueError:
+        raise LocalError("--context must be hex and --metadata a JSON object") from None
+    async with _client(config) as client:
+        attestation = await hybrid.attest(client, signer, keypair, chain=args.chain, scheme=args.scheme,
+                                          message=_message(args), context=context, metadata=metadata)
+    if args.out:
+        args.out.write_text(json.dumps(output.to_plain(attestation), indent=2) + "\n")
+    output.show(attestation, as_json=args.json, columns=None if args.json else (
+        "id", "status", "chain", "algorithm", "ecdsaScheme", "strict", "ecdsaPublicKey", "createdAt"))
+    return 0
+
+
+def _attestation_id(reference: str) -> str:
+    path = Path(reference)
+    if not path.is_file():
+        return reference
+    try:
+        return str(json.loads(path.read_text())["id"])
+    except (ValueError, KeyError, TypeError):
+        raise LocalError(f"{path} is not an attestation written by `attest --out`") from None
+
+
+async def cmd_verify(args: argparse.Namespace, config: Config) -> int:
+    """Re-verify a stored attestation (by id or the file ``attest --out`` wrote)."""
+    _need_key(config)
+    async with _client(config) as client:
+        result = await client.verify_attestation(_attestation_id(args.attestation))
+    output.show(result, as_json=args.json)
+    return 0 if result.valid else EXIT_INVALID
+
+
+async def cmd_scan(args: argparse.Namespace, config: Config) -> int:
+    """Scan one address, or every address of ``--file`` with a report."""
+    _need_key(config)
+    if (args.address is None) == (args.file is None):
+        raise LocalError("give either an ADDRESS or --file addresses.csv")
+    if args.address is not None:
+        async with _client(config) as client:
+            result = await client.scan_wallet(args.address, args.chain, args.refresh)
+        output.show(result, as_json=args.json, columns=None if args.json else SCAN_COLUMNS)
+        return 0
+    targets = bulk.read_targets(args.file)
+    progress = bulk.Progress(len(targets)) if args.progress or sys.stderr.isatty() else None
+    async with _client(config, max_retries=BULK_MAX_RETRIES) as client:
+        rows = await bulk.scan_all(client, targets, refresh=args.refresh, concurrency=args.concurrency,
+                                   on_progress=progress)
+    fmt = args.format or ("json" if args.report and args.report.suffix == ".json" else "csv")
+    if args.json:
+        fmt = "json"
+    report = bulk.render_report(rows, fmt)
+    if args.report:
+        args.report.write_text(report)
+    else:
+        sys.stdout.write(report)
+    failed = sum(row.result is None for row in rows)
+    print(f"{len(rows) - failed} scanned, {failed} failed" + (f"; report: {args.report}" if args.report else ""),
+          file=sys.stderr)
+    return EXIT_PARTIAL if failed else 0
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="print JSON (the API's field names) instead of tables")
+    common.add_argument("--profile", help="profile of the profile file (default QDAY_PROFILE or 'default')")
+    common.add_argument("--api-url", help="API base URL (default QDAY_API_URL, the profile, http://127.0.0.1:8000)")
+    return common
+
+
+def _add_key_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    keys = sub.add_parser("keys", help="manage API keys (create, list, delete, rotate)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    login = argparse.ArgumentParser(add_help=False)
+    login.add_argument("--email", help="log in as this account (password from QDAY_PASSWORD or a prompt) "
+                                       "instead of using the configured secret key")
+    create = keys_sub.add_parser("create", parents=[common, login], help="create an API key")
+    create.add_argument("--name", default="qday-client")
+    create.add_argument("--type", choices=("secret", "publishable"), default="secret")
+    create.add_argument("--environment", choices=("test", "live"), default="test")
+    create.add_argument("--save", action="store_true", help="store the new key in the profile file (0600)")
+    create.set_defaults(func=cmd_keys_create)
+    keys_sub.add_parser("list", parents=[common, login], help="list API keys").set_defaults(func=cmd_keys_list)
+    delete = keys_sub.add_parser("delete", parents=[common, login], help="revoke an API key now")
+    delete.add_argument("key_id")
+    delete.set_defaults(func=cmd_keys_delete)
+    rotate = keys_sub.add_parser("rotate", parents=[common, login], help="replace an API key (24 h overlap)")
+    rotate.add_argument("key_id")
+    rotate.add_argument("--save", action="store_true", help="store the replacement in the profile file")
+    rotate.set_defaults(func=cmd_keys_rotate)
+
+
+def _add_signing_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    keygen = sub.add_parser("keygen", parents=[common], help="generate a post-quantum key pair locally")
+    keygen.add_argument("--algorithm", default="ml-dsa-65",
+                        help="ml-dsa-44, ml-dsa-65 (default), ml-dsa-87, slh-dsa-128s, slh-dsa-shake-128s")
+    keygen.add_argument("--out", type=Path, required=True, help="key file to create (mode 0600)")
+    keygen.add_argument("--force", action="store_true", help="overwrite an existing file")
+    keygen.set_defaults(func=cmd_keygen)
+
+    register = sub.add_parser("register", parents=[common], help="register a local key (proof of possession)")
+    register.add_argument("key_file", type=Path)
+    register.add_argument("--chain", default="ethereum")
+    register.set_defaults(func=cmd_register)
+
+    attest = sub.add_parser("attest", parents=[common], help="sign with both keys and submit a hybrid attestation")
+    attest.add_argument("--ecdsa-key", required=True,
+                        help="secp256k1 key: keystore/raw/hex file, env:VARIABLE, or hex")
+    attest.add_argument("--pq-key", type=Path, required=True, help="key file from `keygen`")
+    attest.add_argument("--chain", default="ethereum")
+    attest.add_argument("--scheme", choices=("eip191", "bip137", "digest"), help="ECDSA message scheme")
+    message = attest.add_mutually_exclusive_group()
+    message.add_argument("--message", help="sign this text instead of a strict-mode statement")
+    message.add_argument("--message-hex", help="sign these bytes (hex) instead of a strict-mode statement")
+    attest.add_argument("--context", default="", help="FIPS 204 context string, hex (default empty)")
+    attest.add_argument("--metadata", help="JSON object stored with the attestation")
+    attest.add_argument("--out", type=Path, help="also write the attestation (JSON) to this file")
+    attest.set_defaults(func=cmd_attest)
+
+    verify = sub.add_parser("verify", parents=[common], help="re-verify a stored attestation")
+    verify.add_argument("attestation", help="attestation id, or the file written by `attest --out`")
+    verify.set_defaults(func=cmd_verify)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``qday-client``."""
+    common = _common()
+    parser = argparse.ArgumentParser(prog="qday-client", description=__doc__.split("\n\n")[0],
+                                     epilog="Options such as --json go after the subcommand.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    account = sub.add_parser("account", help="accounts")
+    account_sub = account.add_subparsers(dest="account_command", required=True)
+    register = account_sub.add_parser("register", parents=[common],
+                                      help="create an account (password from QDAY_PASSWORD or a prompt)")
+    register.add_argument("--email", required=True)
+    register.add_argument("--name")
+    register.set_defaults(func=cmd_account_register)
+    _add_key_commands(sub, common)
+    _add_signing_commands(sub, common)
+
+    scan = sub.add_parser("scan", parents=[common], help="quantum-risk scan of one address or a CSV file of them")
+    scan.add_argument("address", nargs="?")
+    scan.add_argument("--chain", help="chain of ADDRESS (default: detected)")
+    scan.add_argument("--refresh", action="store_true", help="fetch fresh chain data")
+    scan.add_argument("--file", type=Path, help="CSV of address[,chain] lines (bulk scan)")
+    scan.add_argument("--report", type=Path, help="bulk: write the report here (default stdout)")
+    scan.add_argument("--format", choices=("csv", "json"), help="bulk report format (default from --report's suffix)")
+    scan.add_argument("--concurrency", type=int, default=4, help="bulk: scans in flight (default 4)")
+    scan.add_argument("--progress", action="store_true", help="bulk: progress bar even when stderr is not a terminal")
+    scan.set_defaults(func=cmd_scan)
+    return parser
+
+
+def _report(error: QdayError) -> int:
+    where = []
+    if error.status is not None:
+        where.append(f"HTTP {error.status}")
+    if error.request_id:
+        where.append(f"request {error.request_id}")
+    suffix = f" ({', '.join(where)})" if where else ""
+    print(f"qday-client: {error.code}: {error.message}{suffix}", file=sys.stderr)
+    return EXIT_API_ERROR if isinstance(error, ApiError) else EXIT_LOCAL_ERROR
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``qday-client`` console script (and of ``qday client``)."""
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(args.profile)
+        if args.api_url:
+            config = Config(args.api_url, config.api_key, config.profile)
+        return asyncio.run(args.func(args, config))
+    except QdayError as error:
+        return _report(error)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""``QdayClient``: the typed async client of every ``/v1`` endpoint.
+
+Each method sends one request and returns a typed result (``qday_client.models``)
+or raises the typed error of the answer's code (``qday_client.errors``).
+
+Rate limits: a ``429 RATE_001`` answer pauses *every* request of this client
+for the server's ``Retry-After`` seconds (capped by ``max_retry_wait``), then the
+request is sent again, at most ``max_retries`` times; after that the error is
+raised. Requests turned away with 429 were not processed, so retrying is safe
+for every method.
+
+Credentials are sent only as ``Authorization: Bearer``; the debug log names the
+method, path, status and request id, never a header or a body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+import msgspec
+
+from qday_client import models
+from qday_client.errors import ConnectionFailed, ServerError, error_from_response
+
+log = logging.getLogger("qday_client")
+T = TypeVar("T")
+DEFAULT_API_URL = "http://127.0.0.1:8000"
+_JSON = msgspec.json.Decoder()
+
+
+def retry_after_seconds(response: httpx.Response) -> float:
+    """The ``Retry-After`` delay of an answer in seconds (1 when absent or not a number)."""
+    try:
+        return max(float(response.headers.get("retry-after", "1")), 0.0)
+    except ValueError:
+        return 1.0
+
+
+def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+class QdayClient:
+    """Async client of the qday API (use as ``async with QdayClient(key, url) as c``).
+
+    ``token`` is an API key or a session token (from ``login``); ``transport``
+    and ``sleep`` exist so tests can run against an in-process app and a manual clock.
+    """
+
+    def __init__(self, token: str | None = None, base_url: str = DEFAULT_API_URL, *, timeout: float = 60.0,
+                 max_retries: int = 3, max_retry_wait: float = 120.0,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+        self.max_retries = max_retries
+        self.max_retry_wait = max_retry_wait
+        self._token = token
+        self._sleep = sleep
+        self._pause: asyncio.Future[None] | None = None
+        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport,
+                                       headers={"user-agent": "qday-client/0.1"})
+
+    def __repr__(self) -> str:
+        return f"QdayClient(base_url={str(self._http.base_url)!r}, authenticated={self._token is not None})"
+
+    async def __aenter__(self) -> QdayClient:
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool."""
+        await self._http.aclose()
+
+    # -- transport ---------------------------------------------------------
+
+    async def _wait_for_window(self) -> None:
+        pause = self._pause
+        if pause is not None and not pause.done():
+            await asyncio.shield(pause)
+
+    def _pause_all(self, seconds: float) -> None:
+        if self._pause is None or self._pause.done():
+            self._pause = asyncio.ensure_future(self._sleep(seconds))
+
+    async def _send(self, method: str, path: str, json: Any = None, params: dict[str, str] | None = None,
+                    token: str | None = None) -> httpx.Response:
+        headers = {}
+        credential = token or self._token
+        if credential:
+            headers["authorization"] = f"Bearer {credential}"
+        attempt = 0
+        while True:
+            await self._wait_for_window()
+            try:
+                response = await self._http.request(method, "/v1" + path, json=json, params=params, headers=headers)
+            except httpx.HTTPError as exc:
+                raise ConnectionFailed("NET", f"{method} /v1{path} failed: {type(exc).__name__}: {exc}") from None
+            log.debug("%s /v1%s -> %s (%s)", method, path, response.status_code, response.headers.get("x-request-id"))
+            if response.status_code != 429 or attempt >= self.max_retries:
+                return response
+            attempt += 1
+            self._pause_all(min(retry_after_seconds(response), self.max_retry_wait))
+
+    async def _call(self, method: str, path: str, result: type[T] | Any, json: Any = None,
+                    params: dict[str, str] | None = None, token: str | None = None) -> T:
+        response = await self._send(method, path, json, params, token)
+        request_id = response.headers.get("x-request-id")
+        try:
+            body = _JSON.decode(response.content) if response.content else None
+        except msgspec.DecodeError:
+            body = None
+        if response.status_code >= 400:
+            raise error_from_response(response.status_code, body, request_id, retry_after_seconds(response))
+        if result is None:
+            return None  # type: ignore[return-value]
+        if not isinstance(body, dict) or "data" not in body:
+            raise ServerError("SRV_001", f"HTTP {response.status_code} answer without a data envelope",
+                              status=response.status_code, request_id=request_id)
+        try:
+            return msgspec.convert(body["data"], result)
+        except msgspec.ValidationError as exc:
+            raise ServerError("SRV_001", f"answer does not match the expected shape: {exc}",
+                              status=response.status_code, request_id=request_id) from None
+
+    # -- service -----------------------------------------------------------
+
+    async def health(self) -> models.Health:
+        """GET /v1/health: liveness and version."""
+        return await self._call("GET", "/health", models.Health)
+
+    async def openapi(self) -> dict[str, Any]:
+        """GET /v1/openapi.json: the OpenAPI 3.1 document (not enveloped)."""
+        response = await self._send("GET", "/openapi.json")
+        if response.status_code != 200:
+            raise error_from_response(response.status_code, None, response.headers.get("x-request-id"))
+        return response.json()
+
+    # -- accounts and API keys ---------------------------------------------
+
+    async def register_account(self, email: str, password: str, name: str | None = None) -> models.Account:
+        """POST /v1/auth/register: create an account (the password is sent, never kept)."""
+        return await self._call("POST", "/auth/register", models.Account,
+                                _drop_none({"email": email, "password": password, "name": name}))
+
+    async def login(self, email: str, password: str) -> models.Login:
+        """POST /v1/auth/login: a 12-hour session token for the API-key endpoints."""
+        return await self._call("POST", "/auth/login", models.Login, {"email": email, "password": password})
+
+    async def create_api_key(self, name: str, type: str = "secret", environment: str = "test",
+                             token: str | None = None) -> models.CreatedApiKey:
+        """POST /v1/auth/api-keys (session token or secret key); ``token`` overrides the client's."""
+        return await self._call("POST", "/auth/api-keys", models.CreatedApiKey,
+                                {"name": name, "type": type, "environment": environment}, token=token)
+
+    async def list_api_keys(self, token: str | None = None) -> list[models.ApiKey]:
+        """GET /v1/auth/api-keys: the keys the credential may manage."""
+        return await self._call("GET", "/auth/api-keys", list[models.ApiKey], token=token)
+
+    async def delete_api_key(self, key_id: str, token: str | None = None) -> None:
+        """DELETE /v1/auth/api-keys/{id}: revoke at once."""
+        await self._call("DELETE", f"/auth/api-keys/{key_id}", None, token=token)
+
+    async def rotate_api_key(self, key_id: str, token: str | None = None) -> models.RotatedApiKey:
+        """POST /v1/auth/api-keys/{id}/rotate: a replacement; the old key works 24 h more."""
+        return await self._call("POST", f"/auth/api-keys/{key_id}/rotate", models.RotatedApiKey, token=token)
+
+    # -- post-quantum keys ---------------------------------------------------
+
+    async def generate_key(self, algorithm: str, chain: str, custody: str = "self",
+                           ) -> models.GeneratedKey | models.ManagedKey:
+        """POST /v1/keys/generate: a server-generated pair (self custody) or a managed key.
+        Local generation (``qday_client.keyfile.generate``) never involves the server."""
+        return await self._call("POST", "/keys/generate", models.GeneratedKey | models.ManagedKey,
+                                {"algorithm": algorithm, "chain": chain, "custody": custody})
+
+    async def registration_challenge(self, algorithm: str, public_key: str) -> models.RegistrationChallenge:
+        """POST /v1/keys/register/challenge: text to sign to prove possession of a key."""
+        return await self._call("POST", "/keys/register/challenge", models.RegistrationChallenge,
+                                {"algorithm": algorithm, "publicKey": public_key})
+
+    async def register_key(self, algorithm: str, chain: str, public_key: str, challenge: str,
+                           signature: str) -> models.PqKey:
+        """POST /v1/keys/register: register a public key with its signature over the challenge."""
+        return await self._call("POST", "/keys/register", models.PqKey, {
+            "algorithm": algorithm, "chain": chain, "publicKey": public_key, "challenge": challenge,
+            "signature": signature})
+
+    async def list_keys(self) -> list[models.PqKey]:
+        """GET /v1/keys: the post-quantum public keys registered in this environment."""
+        return await self._call("GET", "/keys", list[models.PqKey])
+
+    # -- attestations and verification ------------------------------------
+
+    async def attestation_challenge(self, ecdsa_public_key: str, pqc_public_key: str, algorithm: str,
+                                    chain: str = "ethereum") -> models.Statement:
+        """POST /v1/attestations/challenge: a single-use statement for a strict attestation."""
+        return await self._call("POST", "/attestations/challenge", models.Statement, {
+            "ecdsaPublicKey": ecdsa_public_key, "pqcPublicKey": pqc_public_key, "algorithm": algorithm,
+            "chain": chain})
+
+    async def sign_hybrid(self, *, message: str, ecdsa_signature: str, ecdsa_public_key: str, pqc_signature: str,
+                          pqc_public_key: str, algorithm: str, chain: str = "ethereum",
+                          ecdsa_scheme: str | None = None, context: str = "", strict: bool = False,
+                          metadata: dict[str, Any] | None = None) -> models.Attestation:
+        """POST /v1/sign/hybrid: submit an ECDSA + ML-DSA signature pair (all byte fields hex)."""
+        return await self._call("POST", "/sign/hybrid", models.Attestation, _drop_none({
+            "message": message, "ecdsaSignature": ecdsa_signature, "ecdsaPublicKey": ecdsa_public_key,
+            "pqcSignature": pqc_signature, "pqcPublicKey": pqc_public_key, "algorithm": algorithm, "chain": chain,
+            "ecdsaScheme": ecdsa_scheme, "context": context, "strict": strict, "metadata": metadata or {}}))
+
+    async def verify_attestation(self, attestation_id: str) -> models.Verification:
+        """POST /v1/verify {attestationId}: re-verify a stored attestation."""
+        return await self._call("POST", "/verify", models.Verification, {"attestationId": attestation_id})
+
+    async def verify_hybrid(self, *, message: str, ecdsa_signature: str, ecdsa_public_key: str, pqc_signature: str,
+                            pqc_public_key: str, algorithm: str, chain: str | None = None,
+                            ecdsa_scheme: str | None = None, context: str | None = None) -> models.Verification:
+        """POST /v1/verify with raw hybrid components (no registration check, nothing stored)."""
+        return await self._call("POST", "/verify", models.Verification, _drop_none({
+            "message": message, "ecdsaSignature": ecdsa_signature, "ecdsaPublicKey": ecdsa_public_key,
+            "pqcSignature": pqc_signature, "pqcPublicKey": pqc_public_key, "algorithm": algorithm, "chain": chain,
+            "ecdsaScheme": ecdsa_scheme, "context": context}))
+
+    async def verify_signature(self, *, public_key: str, message: str, signature: str, algorithm: str,
+                               context: str | None = None) -> models.Verification:
+        """POST /v1/verify {public_key, message, signature, algorithm}: one ML-DSA/SLH-DSA signature."""
+        return await self._call("POST", "/verify", models.Verification, _drop_none({
+            "public_key": public_key, "message": message, "signature": signature, "algorithm": algorithm,
+            "context": context}))
+
+    # -- managed custody -----------------------------------------------------
+
+    async def sign_managed(self, key_id: str, message: str, algorithm: str, context: str = "",
+                           ) -> models.ManagedSignature:
+        """POST /v1/sign/managed: sign hex ``message`` with a key held by the service."""
+        return await self._call("POST", "/sign/managed", models.ManagedSignature,
+                                {"key_id": key_id, "message": message, "algorithm": algorithm, "context": context})
+
+    async def managed_key(self, key_id: str) -> models.ManagedKey:
+        """GET /v1/keys/{id}: a managed key in any state."""
+        return await self._call("GET", f"/keys/{key_id}", models.ManagedKey)
+
+    async def delete_managed_key(self, key_id: str) -> models.ManagedKey:
+        """DELETE /v1/keys/{id}: schedule destruction (7-day waiting period)."""
+        return await self._call("DELETE", f"/keys/{key_id}", models.ManagedKey)
+
+    async def cancel_key_deletion(self, key_id: str) -> models.ManagedKey:
+        """POST /v1/keys/{id}/cancel-deletion: back to active."""
+        return await self._call("POST", f"/keys/{key_id}/cancel-deletion", models.ManagedKey)
+
+    async def key_events(self, key_id: str) -> list[models.KeyEvent]:
+        """GET /v1/keys/{id}/events: the key's audit log, oldest first."""
+        return await self._call("GET", f"/keys/{key_id}/events", list[models.KeyEvent])
+
+    async def usage(self, month: str | None = None) -> models.Usage:
+        """GET /v1/usage[?month=YYYY-MM]: managed-custody usage in this environment."""
+        return await self._call("GET", "/usage", models.Usage, params={"month": month} if month else None)
+
+    # -- scans and watch list ------------------------------------------------
+
+    async def scan_wallet(self, address: str, chain: str | None = None, refresh: bool = False) -> models.WalletScan:
+        """POST /v1/scan/wallet: the address's quantum-risk score (publishable or secret key)."""
+        return await self._call("POST", "/scan/wallet", models.WalletScan,
+                                _drop_none({"address": address, "chain": chain, "refresh": refresh or None}))
+
+    async def detect_chains(self, address: str) -> models.Detection:
+        """POST /v1/scan/detect: every chain the address may belong to."""
+        return await self._call("POST", "/scan/detect", models.Detection, {"address": address})
+
+    async def watch(self, address: str, chain: str | None = None, label: str | None = None) -> models.Watched:
+        """POST /v1/watchlist: rescore the address daily (idempotent)."""
+        return await self._call("POST", "/watchlist", models.Watched,
+                                _drop_none({"address": address, "chain": chain, "label": label}))
+
+    async def watchlist(self) -> list[models.Watched]:
+        """GET /v1/watchlist."""
+        return await self._call("GET", "/watchlist", list[models.Watched])
+
+    async def unwatch(self, entry_id: str) -> None:
+        """DELETE /v1/watchlist/{id}."""
+        await self._call("DELETE", f"/watchlist/{entry_id}", None)

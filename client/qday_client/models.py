@@ -1,0 +1,287 @@
+"""Typed results of every endpoint, decoded from the ``data`` member of the answer.
+
+Field names are snake_case in Python and camelCase on the wire (as in
+docs/api.md). Unknown fields are ignored, so a newer server with more fields
+does not break an older client.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Result(msgspec.Struct, rename="camel", kw_only=True):
+    """Base of every result: camelCase on the wire."""
+
+
+class Health(Result):
+    """GET /v1/health."""
+
+    status: str
+    version: str
+    api_version: str
+
+
+class Account(Result):
+    """POST /v1/auth/register."""
+
+    id: str
+    email: str
+    name: str | None
+    plan: str
+    created_at: str
+
+
+class SessionUser(Result):
+    """The account a session token belongs to."""
+
+    id: str
+    email: str
+    plan: str
+
+
+class Login(Result):
+    """POST /v1/auth/login: a session token for the API-key endpoints."""
+
+    token: str
+    expires_at: str
+    user: SessionUser
+
+    def __repr__(self) -> str:
+        return f"Login(user={self.user.email!r}, expires_at={self.expires_at!r})"
+
+
+class ApiKey(Result):
+    """An API key as listed (prefix only)."""
+
+    id: str
+    name: str
+    type: str
+    environment: str
+    prefix: str
+    created_at: str
+    last_used_at: str | None = None
+    expires_at: str | None = None
+
+
+class CreatedApiKey(Result):
+    """POST /v1/auth/api-keys: the full key, shown only this once."""
+
+    id: str
+    name: str
+    type: str
+    environment: str
+    key: str
+    prefix: str
+    created_at: str
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r}, prefix={self.prefix!r})"
+
+
+class RotatedApiKey(CreatedApiKey):
+    """POST /v1/auth/api-keys/{id}/rotate: the replacement key."""
+
+    rotated_from: str
+    previous_key_expires_at: str
+
+
+class GeneratedKey(Result, tag_field="custody", tag="self"):
+    """POST /v1/keys/generate (self custody): the key pair, returned once."""
+
+    id: str
+    algorithm: str
+    chain: str
+    public_key: str
+    private_key: str
+    seed: str
+    fingerprint: str
+    format: str
+    created_at: str
+
+    def __repr__(self) -> str:
+        return f"GeneratedKey(id={self.id!r}, algorithm={self.algorithm!r}, fingerprint={self.fingerprint!r})"
+
+
+class ManagedKey(Result, tag_field="custody", tag="managed"):
+    """A key held in the service's custody (no private key)."""
+
+    id: str
+    algorithm: str
+    chain: str
+    public_key: str
+    fingerprint: str
+    format: str
+    state: str
+    environment: str
+    created_at: str
+    deletion_requested_at: str | None = None
+    deletion_scheduled_at: str | None = None
+    destroyed_at: str | None = None
+
+
+class RegistrationChallenge(Result):
+    """POST /v1/keys/register/challenge: text to sign with ``context`` (hex)."""
+
+    challenge: str
+    context: str
+    expires_at: str
+
+
+class PqKey(Result):
+    """A post-quantum public key registered to the account."""
+
+    id: str
+    algorithm: str
+    chain: str
+    public_key: str
+    fingerprint: str
+    origin: str
+    created_at: str
+
+
+class Statement(Result):
+    """POST /v1/attestations/challenge: a single-use statement for strict mode."""
+
+    id: str
+    statement: str
+    message: str
+    expires_at: str
+
+
+class Attestation(Result):
+    """POST /v1/sign/hybrid: the stored attestation."""
+
+    id: str
+    status: str
+    message: str
+    ecdsa_public_key: str
+    pqc_public_key: str
+    algorithm: str
+    chain: str
+    metadata: dict[str, Any]
+    ecdsa_scheme: str
+    context: str
+    strict: bool
+    created_at: str
+
+
+class Verification(Result):
+    """POST /v1/verify: ``valid`` only when every check passed."""
+
+    valid: bool
+    ecdsa_valid: bool | None
+    pqc_valid: bool
+    attestation_id: str | None
+    algorithm: str
+    chain: str | None
+    verified_at: str
+
+
+class ManagedSignature(Result):
+    """POST /v1/sign/managed."""
+
+    key_id: str
+    algorithm: str
+    signature: str
+    public_key: str
+    context: str
+    message_sha256: str
+    signed_at: str
+
+
+class KeyEvent(Result):
+    """One entry of a managed key's audit log."""
+
+    id: str
+    key_id: str
+    type: str
+    state: str
+    actor: str
+    request_id: str | None
+    at: str
+    details: dict[str, str]
+    hash: str
+
+
+class KeyUsage(Result):
+    """Signatures made by one managed key in a month."""
+
+    key_id: str
+    algorithm: str
+    state: str
+    signatures: int
+
+
+class Usage(Result):
+    """GET /v1/usage."""
+
+    month: str
+    environment: str
+    active_keys: int
+    key_months: int
+    signatures: int
+    signature_blocks: int
+    billable_units: int
+    keys: list[KeyUsage]
+
+
+class RiskFactor(Result):
+    """One address-level risk factor."""
+
+    factor: str
+    weight: float
+    score: float
+    detail: str
+
+
+class ChainFactor(Result):
+    """One chain-level readiness factor."""
+
+    factor: str
+    status: str
+    detail: str
+    source: str | None = None
+
+
+class WalletScan(Result):
+    """POST /v1/scan/wallet."""
+
+    address: str
+    chain: str
+    risk_score: str
+    risk_label: str
+    risk_value: int
+    chain_grade: str
+    chain_grade_label: str
+    public_key_exposed: bool
+    balance_at_risk: str
+    balance_at_risk_usd: float | None
+    risk_factors: list[RiskFactor]
+    chain_factors: list[ChainFactor]
+    scanned_at: str
+    cached: bool
+    data_as_of: str
+    scoring_version: str
+    data_source: str
+    block_height: int | None
+
+
+class Detection(Result):
+    """POST /v1/scan/detect."""
+
+    address: str
+    chains: list[str]
+    default_chain: str
+
+
+class Watched(Result):
+    """A watched address."""
+
+    id: str
+    address: str
+    chain: str
+    label: str | None
+    created_at: str
