@@ -31,6 +31,11 @@ from scoring.records import scan_record
 from storage.models import Environment, ScanResult, WatchedAddress
 from storage.repository import ScanStore
 
+#: How long a scan waits for each live price source before the next one (the static
+#: file) answers. The price feeds live on the Ethereum endpoint: without this bound, a
+#: hung Ethereum RPC would hold every chain's scans for its whole retry budget.
+PRICE_WAIT_SECONDS = 2.0
+
 
 @dataclass(frozen=True, slots=True)
 class ScanOutcome:
@@ -85,7 +90,7 @@ class ScanService:
         if not observation.has_activity:
             raise AddressNotFound(f"{target} has no activity on {chain_id.value}", chain=chain_id.value,
                                   address=str(target))
-        price = (await self._prices[env].prices([observation.symbol])).get(observation.symbol)
+        price = await self._prices[env].price(observation.symbol, PRICE_WAIT_SECONDS)
         risk = score_observation(observation, price, self._readiness)
         record = scan_record(observation, risk, principal.account.id, env, now, "api")
         await self._store.save_results([record])

@@ -12,6 +12,7 @@ Prices are ``Decimal``; an unknown price is None, never 0.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
@@ -202,22 +203,32 @@ class PriceOracle:
         """``sources`` in order of preference (live feeds first, the static file last)."""
         self._sources = tuple(sources)
 
-    async def prices(self, symbols: Iterable[str]) -> dict[str, Price]:
-        """The best available price of each symbol; symbols nobody prices are absent."""
+    async def prices(self, symbols: Iterable[str], wait: float | None = None) -> dict[str, Price]:
+        """The best available price of each symbol; symbols nobody prices are absent.
+
+        ``wait`` bounds, in seconds, how long each source may take before it is skipped
+        (its read cancelled, which its breaker counts as a failure). A scan passes it so
+        that a hung price endpoint cannot hold up scans of every chain for the endpoint's
+        whole retry budget; batch callers leave it None and let the retries run.
+        """
         missing = list(dict.fromkeys(symbols))
         found: dict[str, Price] = {}
         for source in self._sources:
             if not missing:
                 break
             try:
-                got = await source.prices(missing)
+                async with asyncio.timeout(wait):
+                    got = await source.prices(missing)
             except ChainUnavailable as exc:
                 logger.warning("price source %s failed, trying the next: %s", type(source).__name__, exc)
+                continue
+            except TimeoutError:
+                logger.warning("price source %s gave no answer within %ss, trying the next", type(source).__name__, wait)
                 continue
             found.update(got)
             missing = [s for s in missing if s not in got]
         return found
 
-    async def price(self, symbol: str) -> Price | None:
-        """The best available price of one symbol, or None (never 0)."""
-        return (await self.prices([symbol])).get(symbol)
+    async def price(self, symbol: str, wait: float | None = None) -> Price | None:
+        """The best available price of one symbol, or None (never 0); ``wait`` as in ``prices``."""
+        return (await self.prices([symbol], wait)).get(symbol)

@@ -1,9 +1,9 @@
 """Chain endpoints that hang, reset, fail, send garbage or answer late, seen through the API.
 
-A real ``qday serve`` subprocess scans with a test key. Its ``base`` endpoint goes through
-``tests.faultproxy.FaultProxy`` to anvil; its ``ethereum`` endpoint (another upstream, with
-its own breaker) reaches anvil directly. Timeouts are small so the file runs in seconds.
-For each fault mode:
+The app (in process, started through its lifespan like the server) scans with a test key.
+Its ``base`` endpoint goes over real HTTP through ``tests.faultproxy.FaultProxy`` to anvil;
+its ``ethereum`` endpoint (another upstream, with its own breaker) reaches anvil directly.
+Timeouts are small so the file runs in seconds. For each fault mode:
 
 - a scan on the faulted chain answers ``503 SCAN_004`` within the call's documented
   deadline (``retry_budget``, docs/chain-clients.md) plus a margin for HTTP and process
@@ -20,13 +20,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx
 import pytest
 
+from api.scans import PRICE_WAIT_SECONDS
+from api.settings import load_settings
 from tests.faultproxy import FaultProxy
-from tests.support import ServerProcess, Tenant, make_tenant
+from tests.support import ManualClock, Tenant, client_for, make_tenant, running_app
 
 SCAN = "/v1/scan/wallet"
 TIMEOUT = 0.4  # seconds per attempt
@@ -39,16 +42,25 @@ FAULTS = ("hang", "reset", "status", "garbage", "bad_json", "slow")
 
 pytestmark = pytest.mark.slow
 
-CONFIG = f"""
-[chains.settings]
-timeout = {TIMEOUT}
-retry_attempts = {ATTEMPTS}
-retry_base_delay = 0.05
-retry_max_delay = 0.1
-retry_budget = {BUDGET}
-breaker_failures = {BREAKER_FAILURES}
-breaker_cooldown = {COOLDOWN}
-"""
+
+def chain_settings(timeout: float, attempts: int, budget: float, failures: int, cooldown: float) -> str:
+    """The ``[chains.settings]`` table of a config file (every endpoint)."""
+    return (f"[chains.settings]\ntimeout = {timeout}\nretry_attempts = {attempts}\nretry_base_delay = 0.05\n"
+            f"retry_max_delay = 0.1\nretry_budget = {budget}\nbreaker_failures = {failures}\n"
+            f"breaker_cooldown = {cooldown}\n")
+
+
+@asynccontextmanager
+async def scanning_app(data_dir: Path, env: dict[str, str], config: str
+                       ) -> AsyncIterator[tuple[httpx.AsyncClient, Tenant]]:
+    """The app on ``env``'s endpoints and ``config``, a client of it and a tenant with a
+    test secret key."""
+    config_file = data_dir / "qday.toml"
+    config_file.write_text(config)
+    settings = load_settings(env, config_file, data_dir=data_dir, custody_backend="disabled",
+                             rate_limit_multiplier=100)
+    async with running_app(settings, ManualClock()) as app, client_for(app) as client:
+        yield client, await make_tenant(client, ("secret_test",))
 
 
 @pytest.fixture(scope="module")
@@ -59,28 +71,12 @@ def proxy(anvil) -> Iterator[FaultProxy]:
 
 
 @pytest.fixture(scope="module")
-def server(anvil, proxy, tmp_path_factory) -> Iterator[ServerProcess]:
-    """``qday serve`` with base behind the proxy and ethereum straight on anvil."""
-    data_dir: Path = tmp_path_factory.mktemp("chain-faults")
-    config = data_dir / "qday.toml"
-    config.write_text(CONFIG)
-    env = {
-        "QDAY_CONFIG": str(config),
-        "QDAY_TEST_BASE_RPC_URL": proxy.url,
-        "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url,
-        "QDAY_CUSTODY_BACKEND": "disabled",
-        "QDAY_RATE_LIMIT_MULTIPLIER": "100",
-    }
-    process = ServerProcess(data_dir, env=env)
-    yield process
-    process.stop()
-
-
-@pytest.fixture(scope="module")
-async def scanner(server) -> AsyncIterator[tuple[httpx.AsyncClient, Tenant]]:
-    """A client of the server and a tenant with a test secret key."""
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as client:
-        yield client, await make_tenant(client, ("secret_test",))
+async def scanner(anvil, proxy, tmp_path_factory) -> AsyncIterator[tuple[httpx.AsyncClient, Tenant]]:
+    """The app with base behind the proxy and ethereum straight on anvil."""
+    env = {"QDAY_TEST_BASE_RPC_URL": proxy.url, "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url}
+    config = chain_settings(TIMEOUT, ATTEMPTS, BUDGET, BREAKER_FAILURES, COOLDOWN)
+    async with scanning_app(tmp_path_factory.mktemp("chain-faults"), env, config) as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")
@@ -147,3 +143,23 @@ async def test_faulted_chain_answers_scan_004_in_time_opens_its_breaker_and_reco
     assert proxy.connections > before
     again, _ = await _scan(scanner, funded, "base")
     assert again.status_code == 200, again.text
+
+
+async def test_a_hung_ethereum_endpoint_does_not_hold_up_scans_of_other_chains(anvil, funded, tmp_path):
+    """The USD price feeds are read on the Ethereum endpoint. A scan of base waits for
+    them at most ``PRICE_WAIT_SECONDS``, then prices from the static file, however long
+    the endpoint's own retry budget is; once the feeds' breaker is open it does not wait."""
+    budget = 3 * PRICE_WAIT_SECONDS
+    with FaultProxy(anvil.url, max_hold=budget + 5) as hung:
+        hung.set_mode("hang")
+        env = {"QDAY_TEST_ETHEREUM_RPC_URL": hung.url, "QDAY_TEST_BASE_RPC_URL": anvil.url}
+        config = chain_settings(budget, 2, budget, 1, 60)
+        async with scanning_app(tmp_path, env, config) as pair:
+            first, elapsed = await _scan(pair, funded, "base")
+            assert first.status_code == 200, first.text
+            assert first.json()["data"]["balanceAtRiskUsd"] is not None  # the static file's price
+            assert elapsed <= PRICE_WAIT_SECONDS + MARGIN < budget, f"base scan took {elapsed:.2f}s"
+            before = hung.connections
+            second, _ = await _scan(pair, funded, "base")
+            assert second.status_code == 200, second.text
+            assert hung.connections == before  # the feeds' breaker is open: no more waiting on them
