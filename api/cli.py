@@ -2,7 +2,8 @@
 
 ``qday serve`` starts the API; ``qday admin set-plan`` changes an account's plan
 (effective at once, even on a running server, since every request reads it);
-``qday admin purge-keys`` destroys managed keys whose deletion date has passed.
+``qday admin purge-keys`` destroys managed keys whose deletion date has passed;
+``qday client …`` is the client SDK's command (``qday-client``, docs/quickstart.md).
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
         "purge-keys", parents=[common],
         help="destroy managed keys whose deletion waiting period is over (the server also does this periodically)")
     purge.set_defaults(func=_cmd_purge_keys)
+    sub.add_parser("client", add_help=False, help="the client SDK's command: keygen, register, attest, verify, "
+                                                 "scan, keys (same as qday-client; see docs/quickstart.md)")
     from pipelines.cli import add_commands  # sql, watch import, up (docs/analytics.md)
 
     add_commands(sub, common, _settings)
@@ -93,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``qday`` console script."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["client"]:
+        from qday_client.cli import main as client_main
+
+        return client_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
