@@ -53,3 +53,5 @@ def decode_body(request: Request, model: type[T]) -> T:
                        field=field or None, reason=reason) from None
     except msgspec.DecodeError as exc:
         raise ApiError("REQ_002", f"request body is not valid JSON: {exc}") from None
+    except UnicodeDecodeError:  # msgspec raises this, not DecodeError, for bad UTF-8 inside a string
+        raise ApiError("REQ_002", "request body is not valid JSON: a string in it is not valid UTF-8") from None
