@@ -13,6 +13,7 @@ DATA_DIR ?= var
 include mk/anvil.mk
 include mk/softhsm.mk
 include mk/pipelines.mk
+include mk/fuzz.mk
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
