@@ -14,14 +14,16 @@ include mk/anvil.mk
 include mk/softhsm.mk
 include mk/pipelines.mk
 include mk/fuzz.mk
+include mk/client.mk
+include mk/soak.mk
 
 $(UV):
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet uv==$(UV_VERSION)
 
-$(VENV)/.installed: $(UV) requirements.lock pyproject.toml
+$(VENV)/.installed: $(UV) requirements.lock pyproject.toml client/pyproject.toml
 	$(UV) pip install --quiet --python $(PY) --require-hashes -r requirements.lock
-	$(UV) pip install --quiet --python $(PY) --no-deps -e .
+	$(UV) pip install --quiet --python $(PY) --no-deps -e . -e client
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed requirements-test.lock
@@ -38,8 +40,10 @@ run: install softhsm  ## start the API (127.0.0.1:8000) and Dagster (127.0.0.1:3
 test: install-test anvil softhsm-test-token  ## run the whole suite
 	$(SOFTHSM_TEST_ENV) $(PY) -m pytest $(PYTEST_ARGS)
 
-bench: install-test anvil softhsm-test-token  ## run every benchmark in bench/ (ratios against ceilings measured in the same run)
-	@for b in bench/bench_*.py; do m=$${b%.py}; echo "== $$m"; $(SOFTHSM_TEST_ENV) $(PY) -m $${m//\//.} || exit 1; done
+BENCH_ARGS ?=
+
+bench: install-test anvil softhsm-test-token  ## every benchmark, medians of 3 runs -> bench/REPORT.md + bench/report.json (BENCH_ARGS="--runs 1 --only bench_api")
+	$(SOFTHSM_TEST_ENV) $(PY) -m bench.report $(BENCH_ARGS)
 
 lock: $(UV)  ## re-resolve pyproject.toml and refresh the hashed lock files
 	$(UV) lock --quiet

@@ -23,7 +23,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
 
@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import httpx  # noqa: E402
 from web3 import AsyncWeb3  # noqa: E402
 
+from bench.report import Figure  # noqa: E402
 from chains.clients.evm import EvmClient  # noqa: E402
 from chains.clients.transport import Transport  # noqa: E402
 from chains.clients.web3_provider import TransportProvider  # noqa: E402
@@ -84,8 +85,8 @@ async def _timed(run: Callable[[], Awaitable[int]]) -> float:
     return count / (time.perf_counter() - start)
 
 
-async def _bench(anvil: Anvil, sizes: list[int], rounds: int, web3_sizes: set[int]) -> bool:
-    ok = True
+async def _bench(anvil: Anvil, sizes: Sequence[int], rounds: int, web3_sizes: set[int]) -> list[Figure]:
+    figures = []
     async with httpx.AsyncClient(timeout=120) as http:
         endpoint = EndpointConfig(anvil.url, timeout=120)
         w3 = AsyncWeb3(TransportProvider(Transport(endpoint, http, "bench web3")))
@@ -104,23 +105,38 @@ async def _bench(anvil: Anvil, sizes: list[int], rounds: int, web3_sizes: set[in
                     f"client {client_rates[-1]:,.0f} obs/s",
                     flush=True,
                 )
-            raw, ours = statistics.median(raw_rates), statistics.median(client_rates)
-            ratio = ours / raw
-            ok &= ratio >= TARGET
-            print(
-                f"N={size}: client {ours:,.0f} observations/s, raw batched JSON-RPC {raw:,.0f}/s, "
-                f"ratio {ratio:.2f} (target >= {TARGET:.2f}) {'OK' if ratio >= TARGET else 'BELOW TARGET'}",
-                flush=True,
-            )
+            raw = statistics.median(raw_rates)
+            figures.append(Figure(f"EVM client observations, N={size}", statistics.median(client_rates), "obs/s",
+                                  raw, "raw batched JSON-RPC", TARGET))
+            print(figures[-1].line(), flush=True)
             if size in web3_sizes:
                 rate = statistics.median([await _timed(partial(_web3, w3, addresses)) for _ in range(min(rounds, 3))])
-                print(f"N={size}: web3 8 batch_requests (reference) {rate:,.0f}/s, ratio {rate / raw:.2f}", flush=True)
-    return ok
+                figures.append(Figure(f"web3 8 batch_requests (reference), N={size}", rate, "obs/s", raw,
+                                      "raw batched JSON-RPC"))
+                print(figures[-1].line(), flush=True)
+    return figures
 
 
 async def _observe(client: EvmClient, addresses: list[EvmAddress]) -> int:
     """The client under test: observations built from the same calls."""
     return len(await client.observe(addresses))
+
+
+def measure(sizes: Sequence[int] = (100, 1000), rounds: int = 7,
+            web3_sizes: Sequence[int] = (100, 1000)) -> list[Figure]:
+    """Run the benchmark on a fresh anvil (printing each round) and return the client's rate
+    beside the raw round trip at each size; no figures (SKIPPED printed) without anvil."""
+    binary = anvil_binary()
+    if binary is None:
+        print(f"SKIPPED: {MISSING_ANVIL}")
+        return []
+    anvil = Anvil(binary)
+    try:
+        print(f"anvil {anvil.rpc('web3_clientVersion')} on {anvil.url}; sizes {list(sizes)}, {rounds} rounds",
+              flush=True)
+        return asyncio.run(_bench(anvil, sizes, rounds, set(web3_sizes)))
+    finally:
+        anvil.stop()
 
 
 def main() -> int:
@@ -136,19 +152,7 @@ def main() -> int:
         help="sizes at which to also time web3's batch API (slow)",
     )
     args = parser.parse_args()
-    binary = anvil_binary()
-    if binary is None:
-        print(f"SKIPPED: {MISSING_ANVIL}")
-        return 0
-    anvil = Anvil(binary)
-    try:
-        print(
-            f"anvil {anvil.rpc('web3_clientVersion')} on {anvil.url}; sizes {args.sizes}, {args.rounds} rounds",
-            flush=True,
-        )
-        return 0 if asyncio.run(_bench(anvil, args.sizes, args.rounds, set(args.web3_sizes))) else 1
-    finally:
-        anvil.stop()
+    return 1 if any(figure.met is False for figure in measure(args.sizes, args.rounds, args.web3_sizes)) else 0
 
 
 if __name__ == "__main__":

@@ -24,9 +24,11 @@ import asyncio
 import json
 import multiprocessing
 import resource
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx  # noqa: E402
 
+from bench.report import Figure, print_figures  # noqa: E402
 from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary  # noqa: E402
 
 _METHODS = ("eth_getBalance", "eth_getTransactionCount", "eth_getCode")
@@ -139,19 +142,38 @@ def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> Non
                  "baseline_mb": baseline, "peak_mb": peak, "success": result.success})
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 5_000, 20_000])
-    args = parser.parse_args()
+def _figures(rows: list[dict[str, Any]]) -> list[Figure]:
+    """Rates beside the raw round trip per N, peak RSS per N, and the memory verdict: growth at
+    the largest N within 1.5x the smallest N's growth plus 64 MB, with the least-squares slope."""
+    figures = []
+    for row in rows:
+        n = row["n"]
+        figures.append(Figure(f"rescoring end to end, N={n:,}", n / row["pipeline"], "addresses/s",
+                              n / row["raw"], "raw batched JSON-RPC round trip to anvil"))
+        figures.append(Figure(f"rescoring peak RSS, N={n:,}", row["peak_mb"], "MB", row["baseline_mb"],
+                              "process baseline after imports and set-up", compare="<="))
+    growths = {row["n"]: row["peak_mb"] - row["baseline_mb"] for row in rows}
+    smallest, largest = min(growths), max(growths)
+    if len(growths) > 1:
+        slope = statistics.linear_regression(list(growths), list(growths.values())).slope * 100_000
+        figures.append(Figure("rescoring peak RSS growth per 100,000 addresses (least squares)", slope, "MB"))
+    figures.append(Figure(f"rescoring peak RSS growth, N={largest:,}", growths[largest], "MB", growths[smallest],
+                          f"growth at N={smallest:,}", 1.5 * growths[smallest] + 64, "<=", "value"))
+    return figures
+
+
+def measure(sizes: Sequence[int] = (1_000, 5_000, 20_000)) -> list[Figure]:
+    """Run the pipeline at each size on one anvil (printing progress) and return the figures;
+    no figures (SKIPPED printed) without anvil."""
     binary = anvil_binary()
     if binary is None:
         print(f"SKIPPED: {MISSING_ANVIL}")
-        return 0
+        return []
     anvil = Anvil(binary, chain_id=31337)
     spawn = multiprocessing.get_context("spawn")
     rows = []
     try:
-        for seed, n in enumerate(args.sizes, start=1):
+        for seed, n in enumerate(sizes, start=1):
             print(f"[N={n}] funding {n} addresses on anvil…", flush=True)
             fund(anvil.url, _addresses(n, seed))
             queue = spawn.Queue()
@@ -159,24 +181,28 @@ def main() -> int:
             child.start()
             row = queue.get(timeout=1800)
             child.join(timeout=60)
+            if not row["success"]:
+                raise RuntimeError(f"the rescoring run for N={n} failed")
             rows.append(row)
             rate, raw_rate = n / row["pipeline"], n / row["raw"]
-            growth = row["peak_mb"] - row["baseline_mb"]
             print(f"[N={n}] pipeline {row['pipeline']:.2f} s = {rate:,.0f} addresses/s end to end "
-                  f"({row['published']:,} published, success={row['success']})")
+                  f"({row['published']:,} published)")
             print(f"[N={n}] raw batched JSON-RPC {row['raw']:.2f} s = {raw_rate:,.0f} addresses/s; "
                   f"pipeline/raw = {rate / raw_rate:.2f}")
             print(f"[N={n}] steps: " + ", ".join(f"{k} {v:.2f}s" for k, v in row["steps"].items()))
             print(f"[N={n}] peak RSS {row['peak_mb']:.0f} MB (baseline after imports and set-up "
-                  f"{row['baseline_mb']:.0f} MB, growth {growth:.0f} MB)", flush=True)
+                  f"{row['baseline_mb']:.0f} MB, growth {row['peak_mb'] - row['baseline_mb']:.0f} MB)", flush=True)
     finally:
         anvil.stop()
-    growths = {row["n"]: row["peak_mb"] - row["baseline_mb"] for row in rows}
-    smallest, largest = min(growths), max(growths)
-    flat = growths[largest] <= 1.5 * growths[smallest] + 64
-    print("[memory] growth over baseline by N: " + ", ".join(f"{n:,}: {g:.0f} MB" for n, g in growths.items())
-          + f" -> {'flat' if flat else 'NOT flat'}")
-    return 0 if flat and all(r["success"] for r in rows) else 1
+    return _figures(rows)
+
+
+def main() -> int:
+    """Run the benchmark; exit 1 when a run fails or the memory growth is not flat."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 5_000, 20_000])
+    args = parser.parse_args()
+    return print_figures(measure(args.sizes))
 
 
 if __name__ == "__main__":

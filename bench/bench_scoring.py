@@ -29,6 +29,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.report import Figure, print_figures  # noqa: E402
 from chains.registry import Family
 from scoring import model
 from scoring.frame import ACCOUNT_TYPE_DTYPE, CHAIN_DTYPE, EXPOSURE_DTYPE, OBSERVATION_SCHEMA
@@ -225,38 +226,42 @@ def bench_loop(rows: int, readiness: ReadinessData) -> tuple[float, int]:
     return rows / elapsed, mismatches.height
 
 
-def _verdict(ok: bool) -> str:
-    return "OK" if ok else "BELOW TARGET"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the benchmark, print rows/s and the speed-up; exit 1 if a target or the check fails.
+def measure(rows: Sequence[int] = (1_000_000, 10_000_000), loop_rows: int = 200_000,
+            repeats: int = 5) -> list[Figure]:
+    """Run the benchmark (printing progress) and return its figures.
 
     The targets apply to the largest size: ``TARGET_ROWS_PER_SECOND`` (10M rows in under
-    1 s) and ``TARGET_RATIO`` over the plain loop. The load average is printed because
-    other jobs on the machine slow every number down.
+    1 s) and ``TARGET_RATIO`` over the plain loop; the loop and Polars must agree on every
+    row. The load average is printed because other jobs on the machine slow every number down.
     """
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    parser.add_argument("--loop-rows", type=int, default=200_000)
-    parser.add_argument("--repeats", type=int, default=5)
-    args = parser.parse_args(argv)
     _say(
         f"polars {pl.__version__}, {pl.thread_pool_size()} threads, scoring {model.SCORING_VERSION}, "
         f"load average {os.getloadavg()[0]:.2f}"
     )
     readiness = load_readiness()
-    loop_rate, mismatches = bench_loop(args.loop_rows, readiness)
-    rate = 0.0
-    for rows in sorted(args.rows):
-        rate = bench_polars(rows, readiness, args.repeats)
-        _say(f"[ratio]  {rows:>12,} rows: polars {rate / loop_rate:,.0f}x the plain loop")
-    fast, far = rate >= TARGET_ROWS_PER_SECOND, rate / loop_rate >= TARGET_RATIO
-    _say(f"[target] {rate:,.0f} rows/s (target >= {TARGET_ROWS_PER_SECOND:,}) {_verdict(fast)}")
-    _say(f"[target] {rate / loop_rate:,.0f}x the loop (target >= {TARGET_RATIO}x) {_verdict(far)}")
-    _say(f"[target] loop and polars agree on every row: {_verdict(mismatches == 0)}")
+    loop_rate, mismatches = bench_loop(loop_rows, readiness)
+    figures, rate = [], 0.0
+    for size in sorted(rows):
+        rate = bench_polars(size, readiness, repeats)
+        target = TARGET_RATIO if size == max(rows) else None
+        figures.append(Figure(f"score_frame, {size:,} rows", rate, "rows/s", loop_rate, "plain Python loop", target))
     _say(f"load average at the end {os.getloadavg()[0]:.2f}")
-    return 0 if fast and far and mismatches == 0 else 1
+    return [
+        *figures,
+        Figure(f"score_frame, {max(rows):,} rows (absolute)", rate, "rows/s", target=TARGET_ROWS_PER_SECOND,
+               on="value"),
+        Figure("rows where the loop and Polars disagree", mismatches, "rows", target=0, compare="<=", on="value"),
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark, print rows/s and the speed-up; exit 1 if a target or the check fails."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--loop-rows", type=int, default=200_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args(argv)
+    return print_figures(measure(args.rows, args.loop_rows, args.repeats))
 
 
 if __name__ == "__main__":

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import statistics
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -79,6 +81,80 @@ def load(port: int, method: str, path: str, headers: dict[str, str] | None = Non
     return asyncio.run(_run(port, request, seconds, connections))
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live descendant (from ``/proc/<pid>/task/*/children``)."""
+    tree, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        tree.append(current)
+        for task in Path(f"/proc/{current}/task").glob("*"):
+            try:
+                pending += [int(child) for child in (task / "children").read_text().split()]
+            except OSError:
+                continue
+    return tree
+
+
+def tree_memory(pid: int) -> tuple[int, int]:
+    """Summed ``VmRSS`` (resident now) and ``VmHWM`` (peak resident) of the process tree, in bytes."""
+    rss = hwm = 0
+    for member in process_tree(pid):
+        try:
+            status = Path(f"/proc/{member}/status").read_text().splitlines()
+        except OSError:
+            continue
+        for line in status:
+            if line.startswith("VmRSS:"):
+                rss += int(line.split()[1]) * 1024
+            elif line.startswith("VmHWM:"):
+                hwm += int(line.split()[1]) * 1024
+    return rss, hwm
+
+
+@dataclass
+class RssSampler:
+    """Samples a process tree's resident memory every ``interval`` seconds in a thread,
+    for peak and growth over time while a load runs (``with RssSampler(pid) as s: …``)."""
+
+    pid: int
+    interval: float = 0.5
+    samples: list[tuple[float, int]] = field(default_factory=list)
+    peak_hwm: int = 0
+
+    def __post_init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._started = time.monotonic()
+
+    def _sample(self) -> None:
+        while True:
+            rss, hwm = tree_memory(self.pid)
+            self.samples.append((time.monotonic() - self._started, rss))
+            self.peak_hwm = max(self.peak_hwm, hwm)
+            if self._stop.wait(self.interval):
+                return
+
+    @property
+    def peak(self) -> int:
+        """The largest sampled resident size, bytes."""
+        return max((rss for _, rss in self.samples), default=0)
+
+    def slope_per_minute(self, skip_seconds: float = 0.0) -> float:
+        """Least-squares growth of the resident size in bytes per minute, ignoring the first
+        ``skip_seconds`` (warm-up); 0 with fewer than three samples."""
+        kept = [(t, rss) for t, rss in self.samples if t >= skip_seconds]
+        if len(kept) < 3:
+            return 0.0
+        return statistics.linear_regression([t for t, _ in kept], [rss for _, rss in kept]).slope * 60
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
 
 class Server:
     """A server subprocess in its own process group, stopped on exit."""
@@ -101,19 +177,7 @@ class Server:
 
     def rss_bytes(self) -> int:
         """Resident memory of the server process tree (all workers)."""
-        total = 0
-        pids = [self.process.pid]
-        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
-        if children.exists():
-            pids += [int(p) for p in children.read_text().split()]
-        for pid in pids:
-            try:
-                for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-            except FileNotFoundError:
-                continue
-        return total
+        return tree_memory(self.process.pid)[0]
 
     def stop(self) -> None:
         """Terminate the whole process group."""
