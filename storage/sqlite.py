@@ -7,6 +7,7 @@ tens of microseconds, so the API calls it directly on its event loop.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
 from storage.models import Account, ApiKey, Environment, KeyType, Plan
 
 _BUSY_TIMEOUT_MS = 5000
+log = logging.getLogger(__name__)
 
 
 def ts(value: datetime | None) -> str | None:
@@ -275,9 +277,17 @@ class SqliteStore:
         return True
 
     def touch_api_key(self, key_id: str, at: datetime) -> None:
-        """Record that the key was used at ``at``."""
-        with write_transaction(self._conn) as c:
-            c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (ts(at), key_id))
+        """Record that the key was used at ``at``, if the store can take the write.
+
+        Best effort: this runs inside every authenticated request, reads included, and
+        a last-used time is bookkeeping. A full or read-only store must refuse the
+        writes the caller asked for (SRV_002), not every read whose key is due a touch.
+        """
+        try:
+            with write_transaction(self._conn) as c:
+                c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (ts(at), key_id))
+        except StoreUnavailable as exc:
+            log.warning("last-used time of key %s not recorded: %s", key_id, exc)
 
     def close(self) -> None:
         """Release the connection."""
