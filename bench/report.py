@@ -237,7 +237,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"{args.output / 'report.json'}")
     missed = [r for r in rows if r["met"] is False]
     for r in missed:
-        print(f"[report] BELOW TARGET: {r['bench']} {r['name']} ratio {_cell(r['ratio'])}")
+        measured = r["ratio"] if r["on"] == "ratio" else r["value"]
+        print(f"[report] BELOW TARGET: {r['bench']} {r['name']}: {r['on']} {_cell(measured)}, "
+              f"target {r['compare']} {_number(r['target'])}")
     return 1 if missed or any(r["errors"] for r in results.values()) else 0
 
 
