@@ -223,11 +223,13 @@ OPERATIONS: dict[str, Callable[[Recorder, Tenant, random.Random], Any]] = {
 }
 
 
-async def drive(rec: Recorder, tenant: Tenant, rate: float, seconds: float, in_flight: int, seed: int) -> int:
-    """Start ``rate × seconds`` operations on schedule (never more than ``in_flight`` at once),
-    wait for them (at most ``DRAIN_SECONDS`` more); returns how many started late."""
+async def drive(rec: Recorder, tenant: Tenant, rate: float, seconds: float, in_flight: int, seed: int,
+                mix: dict[str, int]) -> int:
+    """Start ``rate × seconds`` operations drawn from ``mix`` on schedule (never more than
+    ``in_flight`` at once), wait for them (at most ``DRAIN_SECONDS`` more); returns how many
+    started late."""
     rnd = random.Random(seed)
-    names, weights = list(MIX), list(MIX.values())
+    names, weights = list(mix), list(mix.values())
     gate = asyncio.Semaphore(in_flight)
     total, late, started = math.ceil(rate * seconds), 0, time.monotonic()
     tasks = []
@@ -347,7 +349,7 @@ class SoakResult:
 
 
 def run_soak(rate: float, seconds: float, workers: int = 1, in_flight: int = 32, multiplier: float = 1.0,
-             seed: int = 1, progress: Callable[[str], None] = print) -> SoakResult:
+             seed: int = 1, mix: dict[str, int] | None = None, progress: Callable[[str], None] = print) -> SoakResult:
     """Start anvil and ``qday serve``, run the set-up, the load and the check, stop both."""
     binary = anvil_binary()
     if binary is None:
@@ -360,7 +362,8 @@ def run_soak(rate: float, seconds: float, workers: int = 1, in_flight: int = 32,
         progress(f"[soak] anvil on {node.url}; starting qday serve ({workers} worker(s)) in {data_dir}")
         server = ServerProcess(data_dir, workers=workers, env=env)
         try:
-            return asyncio.run(_soak(server, addresses, rate, seconds, in_flight, multiplier, seed, progress))
+            return asyncio.run(_soak(server, addresses, rate, seconds, in_flight, multiplier, seed, mix or MIX,
+                                     progress))
         finally:
             server.stop()
     finally:
@@ -368,19 +371,19 @@ def run_soak(rate: float, seconds: float, workers: int = 1, in_flight: int = 32,
 
 
 async def _soak(server: ServerProcess, addresses: list[str], rate: float, seconds: float, in_flight: int,
-                multiplier: float, seed: int, progress: Callable[[str], None]) -> SoakResult:
+                multiplier: float, seed: int, mix: dict[str, int], progress: Callable[[str], None]) -> SoakResult:
     limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
     async with httpx.AsyncClient(base_url=server.base_url, timeout=REQUEST_TIMEOUT, limits=limits) as http:
         rec = Recorder(http)
         tenant = await set_up(rec, server.data_dir, addresses)
         progress(f"[soak] {rate:g} req/s for {seconds:g} s (at most {math.ceil(rate * seconds)} requests, "
-                 f"{in_flight} in flight), mix {MIX}")
+                 f"{in_flight} in flight), mix {mix}")
         rec.phase = "load"
         started = time.monotonic()
         with RssSampler(server.process.pid, interval=1.0) as sampler:
             reporter = asyncio.create_task(_report_progress(rec, sampler, started, seconds, progress))
             try:
-                late = await drive(rec, tenant, rate, seconds, in_flight, seed)
+                late = await drive(rec, tenant, rate, seconds, in_flight, seed, mix)
             finally:
                 reporter.cancel()
         elapsed = time.monotonic() - started
