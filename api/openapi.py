@@ -53,10 +53,57 @@ def _error_schema(codes: list[str]) -> dict[str, Any]:
     }
 
 
+#: OpenAPI links: what a successful response gives to later calls, as
+#: (source method, source path) -> [(link name, target method, target path, parameters, requestBody)].
+#: Clients and stateful fuzzing (schemathesis) follow them: create a resource, then act on it.
+_CREATED_ID = "$response.body#/data/id"
+_LINKS: dict[tuple[str, str], list[tuple[str, str, str, dict[str, str], Any]]] = {
+    ("POST", "/v1/auth/api-keys"): [
+        ("DeleteApiKey", "DELETE", "/v1/auth/api-keys/{key_id}", {"key_id": _CREATED_ID}, None),
+        ("RotateApiKey", "POST", "/v1/auth/api-keys/{key_id}/rotate", {"key_id": _CREATED_ID}, None),
+    ],
+    ("POST", "/v1/auth/api-keys/{key_id}/rotate"): [
+        ("DeleteReplacementKey", "DELETE", "/v1/auth/api-keys/{key_id}", {"key_id": _CREATED_ID}, None),
+        ("RotateReplacementKey", "POST", "/v1/auth/api-keys/{key_id}/rotate", {"key_id": _CREATED_ID}, None),
+        ("RotateAgain", "POST", "/v1/auth/api-keys/{key_id}/rotate", {"key_id": "$response.body#/data/rotatedFrom"}, None),
+    ],
+    ("POST", "/v1/keys/generate"): [
+        ("GetManagedKey", "GET", "/v1/keys/{id}", {"id": _CREATED_ID}, None),
+        ("DeleteManagedKey", "DELETE", "/v1/keys/{id}", {"id": _CREATED_ID}, None),
+        ("ManagedKeyEvents", "GET", "/v1/keys/{id}/events", {"id": _CREATED_ID}, None),
+    ],
+    ("DELETE", "/v1/keys/{id}"): [
+        ("CancelDeletion", "POST", "/v1/keys/{id}/cancel-deletion", {"id": _CREATED_ID}, None),
+    ],
+    ("POST", "/v1/sign/hybrid"): [
+        ("VerifyAttestation", "POST", "/v1/verify", {}, {"attestationId": _CREATED_ID}),
+    ],
+    ("POST", "/v1/watchlist"): [
+        ("DeleteWatchedAddress", "DELETE", "/v1/watchlist/{entry_id}", {"entry_id": _CREATED_ID}, None),
+    ],
+}
+
+
+def _operation_id(method: str, path: str) -> str:
+    return f"{method.lower()}_{path.strip('/').replace('/', '_').replace('{', '').replace('}', '').replace('-', '_')}"
+
+
+def _links_of(endpoint: Endpoint) -> dict[str, Any]:
+    links: dict[str, Any] = {}
+    for name, method, path, parameters, body in _LINKS.get((endpoint.method, endpoint.path), []):
+        link: dict[str, Any] = {"operationId": _operation_id(method, path)}
+        if parameters:
+            link["parameters"] = parameters
+        if body is not None:
+            link["requestBody"] = body
+        links[name] = link
+    return links
+
+
 def _operation(endpoint: Endpoint, schemas: dict[type, Any]) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": endpoint.summary,
-        "operationId": f"{endpoint.method.lower()}_{endpoint.path.strip('/').replace('/', '_').replace('{', '').replace('}', '').replace('-', '_')}",
+        "operationId": _operation_id(endpoint.method, endpoint.path),
         "tags": [endpoint.tag],
         "description": (endpoint.description + f"\n\nCredential: {endpoint.credential.value}. "
                         f"Rate-limit group: {endpoint.rate_group.value}.").strip(),
@@ -91,6 +138,9 @@ def _operation(endpoint: Endpoint, schemas: dict[type, Any]) -> dict[str, Any]:
                 "schema": {"type": "string", "format": "binary", "description": endpoint.binary_alternative}
             }
         responses[str(endpoint.status)] = {"description": "Success", "headers": _RATE_HEADERS, "content": content}
+    links = _links_of(endpoint)
+    if links:
+        responses[str(endpoint.status)]["links"] = links
     by_status: dict[int, list[str]] = defaultdict(list)
     for code in _errors_of(endpoint):
         by_status[status_of(code)].append(code)
