@@ -145,6 +145,16 @@ async def test_faulted_chain_answers_scan_004_in_time_opens_its_breaker_and_reco
     assert again.status_code == 200, again.text
 
 
+async def test_slow_answers_within_the_timeout_are_answers_not_faults(scanner, proxy, funded):
+    proxy.set_mode("slow", delay=TIMEOUT / 4)
+    try:
+        for _ in range(BREAKER_FAILURES + 1):  # more scans than failures it takes to open the breaker
+            response, _ = await _scan(scanner, funded, "base")
+            assert response.status_code == 200, response.text
+    finally:
+        proxy.set_mode("pass")
+
+
 async def test_a_hung_ethereum_endpoint_does_not_hold_up_scans_of_other_chains(anvil, funded, tmp_path):
     """The USD price feeds are read on the Ethereum endpoint. A scan of base waits for
     them at most ``PRICE_WAIT_SECONDS``, then prices from the static file, however long
