@@ -82,8 +82,8 @@ def read_targets(path: Path) -> list[ScanTarget]:
 class Progress:
     """A one-line progress bar on a stream (stderr), redrawn in place."""
 
-    def __init__(self, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
-        self.total, self.stream, self.width = total, stream, width
+    def __init__(self, total: int, stream: TextIO | None = None, width: int = 30) -> None:
+        self.total, self.stream, self.width = total, stream or sys.stderr, width
 
     def __call__(self, done: int, failed: int) -> None:
         """Redraw the bar after ``done`` targets, ``failed`` of them with an error."""

@@ -6,7 +6,7 @@ or raises the typed error of the answer's code (``qday_client.errors``).
 Rate limits: a ``429 RATE_001`` answer pauses *every* request of this client
 for the server's ``Retry-After`` seconds (capped by ``max_retry_wait``), then the
 request is sent again, at most ``max_retries`` times; after that the error is
-raised. Requests turned away with 429 were not processed, so retrying is safe
+raised. Refusals of requests sent before a pause began do not start another. Requests turned away with 429 were not processed, so retrying is safe
 for every method.
 
 Credentials are sent only as ``Authorization: Bearer``; the debug log names the
@@ -61,6 +61,7 @@ class QdayClient:
         self._token = token
         self._sleep = sleep
         self._pause: asyncio.Future[None] | None = None
+        self._pauses = 0  # pauses started so far
         self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport,
                                        headers={"user-agent": "qday-client/0.1"})
 
@@ -85,8 +86,11 @@ class QdayClient:
         if pause is not None and not pause.done():
             await asyncio.shield(pause)
 
-    def _pause_all(self, seconds: float) -> None:
-        if self._pause is None or self._pause.done():
+    def _pause_all(self, seconds: float, pauses_when_sent: int) -> None:
+        """Start a pause unless one began after the refused request was sent
+        (that pause already waits out the same window)."""
+        if self._pauses == pauses_when_sent:
+            self._pauses += 1
             self._pause = asyncio.ensure_future(self._sleep(seconds))
 
     async def _send(self, method: str, path: str, json: Any = None, params: dict[str, str] | None = None,
@@ -98,6 +102,7 @@ class QdayClient:
         attempt = 0
         while True:
             await self._wait_for_window()
+            pauses_when_sent = self._pauses
             try:
                 response = await self._http.request(method, "/v1" + path, json=json, params=params, headers=headers)
             except httpx.HTTPError as exc:
@@ -106,7 +111,7 @@ class QdayClient:
             if response.status_code != 429 or attempt >= self.max_retries:
                 return response
             attempt += 1
-            self._pause_all(min(retry_after_seconds(response), self.max_retry_wait))
+            self._pause_all(min(retry_after_seconds(response), self.max_retry_wait), pauses_when_sent)
 
     async def _call(self, method: str, path: str, result: type[T] | Any, json: Any = None,
                     params: dict[str, str] | None = None, token: str | None = None) -> T:

@@ -39,8 +39,10 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     return "\n".join(lines)
 
 
-def show(value: Any, *, as_json: bool, columns: Sequence[str] | None = None, stream: TextIO = sys.stdout) -> None:
-    """Print a result: JSON, a table of ``columns`` for a list, or field/value lines for one object."""
+def show(value: Any, *, as_json: bool, columns: Sequence[str] | None = None, stream: TextIO | None = None) -> None:
+    """Print a result (to stdout by default): JSON, a table of ``columns`` for a list, or field/value lines
+    for one object."""
+    stream = stream or sys.stdout
     plain = to_plain(value)
     if as_json:
         stream.write(json.dumps(plain, indent=2) + "\n")

@@ -26,17 +26,8 @@ from qday_client import (
     models,
     register_key,
 )
-from tests.client.support import PASSWORD, new_account, start_server
-from tests.custody.support import requires_softhsm, shared_softhsm_conf
-
-shared_softhsm_conf()
-
-
-@pytest.fixture(scope="module")
-def server(anvil, tmp_path_factory):
-    proc = start_server(tmp_path_factory.mktemp("sdk-server"), anvil)
-    yield proc
-    proc.stop()
+from tests.client.support import PASSWORD, new_account
+from tests.custody.support import requires_softhsm
 
 
 @pytest.fixture
