@@ -8,6 +8,7 @@ kept per tenant and environment (see docs/security.md for why not shared).
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -19,6 +20,7 @@ from api.errors import ApiError
 from api.ids import new_id
 from chains.clients import ChainClient
 from chains.clients.prices import PriceOracle
+from chains.clients.transport import shared_deadline
 from chains.codecs.address import Address
 from chains.codecs.detect import detect_chains, parse_address
 from chains.endpoints import Environment as ChainEnvironment
@@ -49,9 +51,12 @@ def _network(environment: Environment) -> Network:
     return ChainEnvironment(environment.value).network
 
 
+@functools.lru_cache(maxsize=4096)
 def resolve_address(address: str, chain: str | None, environment: Environment) -> Address:
     """The typed address to scan: the given chain, or auto-detected (an EVM address
-    means ``ethereum`` unless a chain is named). SCAN_001 / SCAN_002 otherwise."""
+    means ``ethereum`` unless a chain is named). SCAN_001 / SCAN_002 otherwise.
+    Remembered (addresses are immutable values): checksum validation is a sizeable
+    share of a cached scan, and the same addresses are scanned again and again."""
     chain_id = parse_chain(chain) if chain is not None else None
     return parse_address(address, chain_id, _network(environment))
 
@@ -104,7 +109,8 @@ class ScanService:
         future: asyncio.Future[Observation] = asyncio.get_running_loop().create_future()
         self._inflight[key] = future
         try:
-            (observation,) = await self._clients[env][target.chain].observe([target])
+            with shared_deadline():  # the whole fetch within one retry budget
+                (observation,) = await self._clients[env][target.chain].observe([target])
             future.set_result(observation)
             return observation
         except BaseException as exc:

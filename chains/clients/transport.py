@@ -19,7 +19,9 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -65,6 +67,35 @@ class Retryable(Exception):
         self.retry_after = retry_after
 
 
+class _SharedDeadline:
+    """The deadline of every read inside one ``shared_deadline`` block (set by the first)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self) -> None:
+        self.at: float | None = None
+
+
+_SHARED_DEADLINE: ContextVar[_SharedDeadline | None] = ContextVar("qday_shared_deadline", default=None)
+
+
+@contextmanager
+def shared_deadline() -> Iterator[None]:
+    """Make the reads inside the block share one retry budget.
+
+    The first read fixes the deadline at its start plus its endpoint's ``retry_budget``;
+    later reads (an EVM signer's key-recovery batches, Esplora history pages) get only
+    what is left of it. A scan uses this so that an endpoint answering each request just
+    within its timeout cannot stretch one scan to several budgets. Tasks started inside
+    the block share it too.
+    """
+    token = _SHARED_DEADLINE.set(_SharedDeadline())
+    try:
+        yield
+    finally:
+        _SHARED_DEADLINE.reset(token)
+
+
 class Resilience:
     """Retry policy, deadline and circuit breaker of one endpoint."""
 
@@ -86,12 +117,19 @@ class Resilience:
         retry = self.config.retry
         start = self.timing.monotonic()
         deadline = start + retry.budget
-        reason = "no attempt made"
+        shared = _SHARED_DEADLINE.get()
+        if shared is not None:
+            if shared.at is None:
+                shared.at = deadline
+            deadline = min(deadline, shared.at)
+        reason = "no time left of the shared retry budget"
+        made = 0
         for number in range(retry.attempts):
             remaining = deadline - self.timing.monotonic()
             if remaining <= 0:
                 break
             self.breaker.before_request()
+            made += 1
             timeout = min(self.config.timeout, remaining)
             try:
                 async with asyncio.timeout(timeout):
@@ -125,7 +163,7 @@ class Resilience:
             await self.timing.sleep(delay)
         elapsed = self.timing.monotonic() - start
         raise ChainUnavailable(
-            f"{self.label} unavailable: {what} failed after {number + 1} attempt(s) in {elapsed:.1f}s: {reason}",
+            f"{self.label} unavailable: {what} failed after {made} attempt(s) in {elapsed:.1f}s: {reason}",
             endpoint=self.label,
             reason=reason,
         )

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from eth_account import Account
 
 from api.scans import PRICE_WAIT_SECONDS
 from api.settings import load_settings
@@ -153,6 +154,32 @@ async def test_slow_answers_within_the_timeout_are_answers_not_faults(scanner, p
             assert response.status_code == 200, response.text
     finally:
         proxy.set_mode("pass")
+
+
+@pytest.fixture(scope="module")
+def signer(anvil) -> str:
+    """An address that has sent a transaction: its scan takes three upstream batches
+    (state, then the first transaction's lookup and body, for key recovery)."""
+    account = anvil.new_account(10**19)
+    anvil.send(account, {"to": Account.create().address, "value": 1, "gas": 21000, "maxFeePerGas": 10**10,
+                         "maxPriorityFeePerGas": 10**9})
+    return account.address
+
+
+async def test_a_scan_gets_one_retry_budget_however_many_requests_it_makes(scanner, proxy, signer):
+    """Each request answers just within the timeout, so no single request fails; the
+    scan's three sequential requests together still cannot outlast one budget."""
+    proxy.set_mode("slow", delay=BUDGET * 0.35)
+    try:
+        before = proxy.connections
+        response, elapsed = await _scan(scanner, signer, "base")
+        error = _assert_scan_004(response)
+        assert elapsed <= BUDGET + MARGIN, f"SCAN_004 after {elapsed:.2f}s, budget {BUDGET}s"
+        assert proxy.connections - before == 3, error
+    finally:
+        proxy.set_mode("pass")
+    response, _ = await _scan(scanner, signer, "base")
+    assert response.status_code == 200, response.text
 
 
 async def test_a_hung_ethereum_endpoint_does_not_hold_up_scans_of_other_chains(anvil, funded, tmp_path):
