@@ -22,6 +22,7 @@ import signal
 import sqlite3
 import time
 from collections.abc import Callable
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
 import duckdb
@@ -38,10 +39,12 @@ STAGE_DEADLINE = 90.0  # seconds a child may take to reach its kill point
 TABLES = ("watchlist", "address_observations", "native_prices", "address_risk")
 
 
-def run_partition(root: str, snapshot: str, key: str) -> None:
-    """The child process: one run of the partition, as ``materialize`` does it in production tests."""
-    resources = DataDir(Path(root)).resources(chain_data=SnapshotChainDataResource(snapshot_file=snapshot))
-    materialize([*RESCORING_ASSETS, *risk_checks], partition_key=key, resources=resources)
+def run_partition(root: str, snapshot: str, key: str, go: Event) -> None:
+    """The child process: once ``go`` is set, one run of the partition (imports are done
+    by then, so a second child can be readied while the first one runs)."""
+    if go.wait(STAGE_DEADLINE):
+        resources = DataDir(Path(root)).resources(chain_data=SnapshotChainDataResource(snapshot_file=snapshot))
+        materialize([*RESCORING_ASSETS, *risk_checks], partition_key=key, resources=resources)
 
 
 def _inode(path: Path) -> int | None:
@@ -64,24 +67,36 @@ def _committed(db: Path) -> Callable[[], bool]:
     return lambda: conn.execute("PRAGMA data_version").fetchone()[0] != before
 
 
-def _kill_at(stage: Callable[[], bool], root: Path, snapshot: str) -> None:
-    """Start a run and SIGKILL it as soon as ``stage()`` holds (bounded in time)."""
-    child = multiprocessing.get_context("spawn").Process(
-        target=run_partition, args=(str(root), snapshot, partition("ethereum")))
-    child.start()
-    try:
-        deadline = time.monotonic() + STAGE_DEADLINE
-        while not stage() and child.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.002)
-        assert child.is_alive(), f"the run ended (exit {child.exitcode}) before its kill point"
-        assert time.monotonic() < deadline, "the run did not reach its kill point in time"
-        os.kill(child.pid, signal.SIGKILL)
-    finally:
-        child.join(timeout=30)
-        if child.is_alive():
-            child.kill()
-            child.join(timeout=5)
-    assert child.exitcode == -signal.SIGKILL
+class Run:
+    """A spawned child that runs the partition when told to."""
+
+    def __init__(self, root: Path, snapshot: str) -> None:
+        spawn = multiprocessing.get_context("spawn")
+        self.go = spawn.Event()
+        self.process = spawn.Process(target=run_partition, args=(str(root), snapshot, partition("ethereum"), self.go))
+        self.process.start()
+
+    def kill_at(self, stage: Callable[[], bool]) -> None:
+        """Start the run and SIGKILL it as soon as ``stage()`` holds (bounded in time)."""
+        child = self.process
+        self.go.set()
+        try:
+            deadline = time.monotonic() + STAGE_DEADLINE
+            while not stage() and child.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.002)
+            assert child.is_alive(), f"the run ended (exit {child.exitcode}) before its kill point"
+            assert time.monotonic() < deadline, "the run did not reach its kill point in time"
+            os.kill(child.pid, signal.SIGKILL)
+        finally:
+            self.stop()
+        assert child.exitcode == -signal.SIGKILL
+
+    def stop(self) -> None:
+        """Make sure the child is gone."""
+        self.process.join(timeout=30 if self.go.is_set() else 0)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(timeout=5)
 
 
 def _raw_counts(data: DataDir) -> dict[str, tuple[int, int]]:
@@ -117,10 +132,15 @@ def test_killed_runs_then_a_rerun_leave_exactly_one_copy_of_each_row(snapshot_wo
     data, resources = snapshot_world(ADDRESSES)
     snapshot = resources["chain_data"].snapshot_file
     observations = data.analytics.daily_file("address_observations", TODAY, "ethereum")
-    _kill_at(_replaced(observations), data.root, snapshot)  # 1: scoring the partition
-    _assert_readers_see_whole_partitions(data)
-    _kill_at(_committed(data.db), data.root, snapshot)  # 2: publishing scan results
-    _assert_readers_see_whole_partitions(data)
+    first, second = Run(data.root, snapshot), Run(data.root, snapshot)
+    try:
+        first.kill_at(_replaced(observations))  # 1: scoring the partition
+        _assert_readers_see_whole_partitions(data)
+        second.kill_at(_committed(data.db))  # 2: publishing scan results
+        _assert_readers_see_whole_partitions(data)
+    finally:
+        first.stop()
+        second.stop()
     conn = sqlite3.connect(data.db)
     try:
         (published,) = conn.execute("SELECT count(*) FROM scan_results WHERE source = 'pipeline'").fetchone()
