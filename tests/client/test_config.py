@@ -1,5 +1,5 @@
-"""Where the CLI's URL and key come from: environment first, then the profile
-file (owner-only), then the default URL."""
+"""Where the CLI's URL and key come from (environment first, then the owner-only
+profile file, then the default URL), and what it says when that URL does not answer."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import stat
 import pytest
 
 from qday_client import LocalError
+from qday_client.cli import EXIT_LOCAL_ERROR, main
 from qday_client.client import DEFAULT_API_URL
 from qday_client.config import load_config, save_profile
+from tests.processes import free_port
 
 
 def test_environment_beats_profile_which_beats_defaults(tmp_path):
@@ -34,3 +36,11 @@ def test_profile_file_readable_by_others_is_refused(tmp_path):
     os.chmod(path, 0o644)
     with pytest.raises(LocalError, match="chmod 600"):
         load_config(env=env)
+
+
+def test_unreachable_server_is_a_local_error_naming_no_key(monkeypatch, capsys):
+    monkeypatch.setenv("QDAY_API_KEY", "svc_sec_test_sk_" + "k" * 43)
+    monkeypatch.setenv("QDAY_CLIENT_CONFIG", "/nonexistent/client.toml")
+    assert main(["scan", "0x" + "11" * 20, "--api-url", f"http://127.0.0.1:{free_port()}"]) == EXIT_LOCAL_ERROR
+    err = capsys.readouterr().err
+    assert "NET: POST /v1/scan/wallet failed: ConnectError" in err and "k" * 43 not in err
