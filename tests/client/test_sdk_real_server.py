@@ -165,3 +165,10 @@ async def test_managed_key_lifecycle_through_the_sdk(client, server):
                                                                       "deletion_cancelled"]
     assert (await client.managed_key(managed.id)).state == "active"
     assert (await client.usage()).signatures == 1
+
+
+async def test_local_slh_dsa_key_registers_too(client):
+    keypair = keyfile.generate("slh-dsa-128s")
+    registered = await register_key(client, keypair, "bitcoin")
+    assert (registered.algorithm, registered.chain, registered.public_key) == (
+        "slh-dsa-sha2-128s", "bitcoin", keypair.public_key.hex())
