@@ -78,7 +78,7 @@ class ScanService:
         self._clock = clock
         self._ttl = {"api": timedelta(seconds=ttl_seconds), "pipeline": timedelta(seconds=pipeline_ttl_seconds)}
         self._readiness = readiness or load_readiness()
-        self._inflight: dict[tuple[Environment, str, str], asyncio.Future[Observation]] = {}
+        self._inflight: dict[tuple[Environment, str, str], asyncio.Task[Observation]] = {}
 
     async def scan(self, principal: Principal, address: str, chain: str | None, refresh: bool) -> ScanOutcome:
         """The caller's latest result for the address, refreshed when missing, older
@@ -102,23 +102,26 @@ class ScanService:
         return ScanOutcome(record, cached=False)
 
     async def _observe(self, env: Environment, target: Address) -> Observation:
+        """The chain's observation of ``target``; identical scans arriving together share
+        one fetch. The fetch runs in its own task, so a caller that goes away (its client
+        disconnected, its request cancelled) does not cancel it for the others."""
         key = (env, target.chain.value, str(target))
-        pending = self._inflight.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        future: asyncio.Future[Observation] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
-        try:
-            with shared_deadline():  # the whole fetch within one retry budget
-                (observation,) = await self._clients[env][target.chain].observe([target])
-            future.set_result(observation)
-            return observation
-        except BaseException as exc:
-            future.set_exception(exc)
-            future.exception()  # mark retrieved: waiters re-raise it themselves
-            raise
-        finally:
-            del self._inflight[key]
+        fetch = self._inflight.get(key)
+        if fetch is None:
+            fetch = asyncio.create_task(self._fetch(env, target))
+            self._inflight[key] = fetch
+            fetch.add_done_callback(lambda done: self._fetched(key, done))
+        return await asyncio.shield(fetch)
+
+    async def _fetch(self, env: Environment, target: Address) -> Observation:
+        with shared_deadline():  # the whole fetch within one retry budget
+            (observation,) = await self._clients[env][target.chain].observe([target])
+        return observation
+
+    def _fetched(self, key: tuple[Environment, str, str], done: asyncio.Task[Observation]) -> None:
+        del self._inflight[key]
+        if not done.cancelled():
+            done.exception()  # retrieved: each waiter re-raises it, and nobody may be left waiting
 
     # --- watch list ---------------------------------------------------------------------
 

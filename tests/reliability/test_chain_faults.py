@@ -156,6 +156,24 @@ async def test_slow_answers_within_the_timeout_are_answers_not_faults(scanner, p
         proxy.set_mode("pass")
 
 
+async def test_a_caller_that_goes_away_does_not_break_the_same_scan_for_others(scanner, proxy, funded):
+    """Identical scans share one fetch; cancelling the request that started it (a client
+    that disconnected) must leave the fetch running for the other callers."""
+    proxy.set_mode("slow", delay=TIMEOUT / 2)
+    try:
+        first = asyncio.create_task(_scan(scanner, funded, "base"))
+        await asyncio.sleep(TIMEOUT / 8)
+        second = asyncio.create_task(_scan(scanner, funded, "base"))
+        await asyncio.sleep(TIMEOUT / 8)
+        first.cancel()
+        response, _ = await second
+        assert response.status_code == 200, response.text
+        with pytest.raises(asyncio.CancelledError):
+            await first
+    finally:
+        proxy.set_mode("pass")
+
+
 @pytest.fixture(scope="module")
 def signer(anvil) -> str:
     """An address that has sent a transaction: its scan takes three upstream batches
