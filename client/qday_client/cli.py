@@ -183,25 +183,15 @@ async def cmd_verify(args: argparse.Namespace, config: Config) -> int:
     return 0 if result.valid else EXIT_INVALID
 
 
-async def cmd_scan(args: argparse.Namespace, config: Config) -> int:
-    """Scan one address, or every address of ``--file`` with a report."""
-    _need_key(config)
-    if (args.address is None) == (args.file is None):
-        raise LocalError("give either an ADDRESS or --file addresses.csv")
-    if args.address is not None:
-        async with _client(config) as client:
-            result = await client.scan_wallet(args.address, args.chain, args.refresh)
-        output.show(result, as_json=args.json, columns=None if args.json else SCAN_COLUMNS)
-        return 0
-    targets = bulk.read_targets(args.file)
+async def _scan_file(args: argparse.Namespace, config: Config) -> int:
+    targets = [t if t.chain or not args.chain else bulk.ScanTarget(t.line, t.address, args.chain)
+               for t in bulk.read_targets(args.file)]
     progress = bulk.Progress(len(targets)) if args.progress or sys.stderr.isatty() else None
     async with _client(config, max_retries=BULK_MAX_RETRIES) as client:
         rows = await bulk.scan_all(client, targets, refresh=args.refresh, concurrency=args.concurrency,
                                    on_progress=progress)
-    fmt = args.format or ("json" if args.report and args.report.suffix == ".json" else "csv")
-    if args.json:
-        fmt = "json"
-    report = bulk.render_report(rows, fmt)
+    by_suffix = "json" if args.report is not None and args.report.suffix == ".json" else "csv"
+    report = bulk.render_report(rows, "json" if args.json else args.format or by_suffix)
     if args.report:
         args.report.write_text(report)
     else:
@@ -210,6 +200,19 @@ async def cmd_scan(args: argparse.Namespace, config: Config) -> int:
     print(f"{len(rows) - failed} scanned, {failed} failed" + (f"; report: {args.report}" if args.report else ""),
           file=sys.stderr)
     return EXIT_PARTIAL if failed else 0
+
+
+async def cmd_scan(args: argparse.Namespace, config: Config) -> int:
+    """Scan one address, or every address of ``--file`` (rows without a chain get ``--chain``) with a report."""
+    _need_key(config)
+    if (args.address is None) == (args.file is None):
+        raise LocalError("give either an ADDRESS or --file addresses.csv")
+    if args.file is not None:
+        return await _scan_file(args, config)
+    async with _client(config) as client:
+        result = await client.scan_wallet(args.address, args.chain, args.refresh)
+    output.show(result, as_json=args.json, columns=None if args.json else SCAN_COLUMNS)
+    return 0
 
 
 def _common() -> argparse.ArgumentParser:
@@ -292,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     scan = sub.add_parser("scan", parents=[common], help="quantum-risk scan of one address or a CSV file of them")
     scan.add_argument("address", nargs="?")
-    scan.add_argument("--chain", help="chain of ADDRESS (default: detected)")
+    scan.add_argument("--chain", help="chain of ADDRESS, or of file rows that name none (default: detected)")
     scan.add_argument("--refresh", action="store_true", help="fetch fresh chain data")
     scan.add_argument("--file", type=Path, help="CSV of address[,chain] lines (bulk scan)")
     scan.add_argument("--report", type=Path, help="bulk: write the report here (default stdout)")

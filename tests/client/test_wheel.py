@@ -4,9 +4,12 @@ there is one the server's code accepts."""
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
+import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
@@ -16,7 +19,28 @@ from qday_client import keyfile
 from tests.support import REPO_ROOT
 
 UV = REPO_ROOT / ".venv" / "bin" / "uv"
-pytestmark = pytest.mark.slow
+CLIENT_PACKAGES = ("pqc", "qday_client")
+
+
+def _imported_distributions() -> set[str]:
+    """Distributions providing the top-level modules that pqc and qday_client import."""
+    modules = set()
+    for package in (REPO_ROOT / "pqc", REPO_ROOT / "client" / "qday_client"):
+        for source in package.glob("*.py"):
+            for node in ast.walk(ast.parse(source.read_text())):
+                if isinstance(node, ast.Import):
+                    modules |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    modules.add(node.module.split(".")[0])
+    third_party = modules - set(sys.stdlib_module_names) - set(CLIENT_PACKAGES) - {"__future__"}
+    provided = packages_distributions()
+    return {dist.lower() for module in third_party for dist in provided[module]}
+
+
+def test_client_distribution_declares_everything_its_code_imports():
+    declared = tomllib.loads((REPO_ROOT / "client" / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = {d.split("==")[0].split(">=")[0].lower() for d in declared}
+    assert _imported_distributions() <= names
 
 
 def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
@@ -26,6 +50,7 @@ def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
     return done
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not UV.exists(), reason="uv is installed into .venv by `make install`")
 def test_wheel_installs_without_server_dependencies_and_generates_keys(tmp_path):
     _run(UV, "build", "--quiet", "--wheel", "--out-dir", tmp_path / "dist", REPO_ROOT / "client", cwd=tmp_path)
