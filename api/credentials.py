@@ -93,7 +93,7 @@ class ApiKeyCodec:
 
     def hash(self, key: str) -> bytes:
         """The keyed hash under which a key is stored and looked up."""
-        return hmac.new(self._hash_key, key.encode(), hashlib.sha256).digest()
+        return hmac.digest(self._hash_key, key.encode(), "sha256")
 
 
 class _SessionClaims(msgspec.Struct, forbid_unknown_fields=True):

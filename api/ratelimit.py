@@ -11,6 +11,7 @@ share that IP's allowance (spec, Limits rule 3).
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +48,9 @@ BASE_LIMITS: dict[RateGroup, dict[Plan, int]] = {
 }
 
 
+@functools.lru_cache(maxsize=256)
 def limit_for(group: RateGroup, plan: Plan, enterprise_factor: int, multiplier: float) -> int:
-    """Requests per minute allowed for a plan in a group."""
+    """Requests per minute allowed for a plan in a group (computed once per combination)."""
     limits = BASE_LIMITS[group]
     base = limits.get(plan, limits[Plan.PRO] * enterprise_factor)
     return max(1, math.floor(base * multiplier))

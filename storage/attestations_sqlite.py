@@ -37,11 +37,19 @@ def _attestation(row: tuple) -> Attestation:
 
 class SqliteAttestationStore:
     """Attestation state: reads on a connection from ``storage.sqlite.open_database``,
-    attestation inserts through the group-commit writer (the hot write path)."""
+    attestation inserts through the group-commit writer (the hot write path).
+
+    Registered keys are looked up on every attestation. Their rows are never
+    updated or deleted, so a key once found is remembered (a bounded cache) and
+    later attestations with it cost no SQL read.
+    """
+
+    _KEY_CACHE_SIZE = 10_000
 
     def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter) -> None:
         self._conn = conn
         self._writer = writer
+        self._keys: dict[tuple[str, Environment, str, str], PqKey] = {}
 
     def add_pq_key(self, key: PqKey) -> PqKey:
         """Register a public key; when the account already has it in this
@@ -63,12 +71,21 @@ class SqliteAttestationStore:
     def pq_key_by_fingerprint(self, account_id: str, environment: Environment, algorithm: str,
                               fingerprint: str) -> PqKey | None:
         """The account's registered key with this algorithm and fingerprint."""
+        lookup = (account_id, environment, algorithm, fingerprint)
+        found = self._keys.get(lookup)
+        if found is not None:
+            return found
         row = self._conn.execute(
             f"SELECT {_PQ_COLUMNS} FROM pq_keys WHERE account_id = ? AND environment = ? AND algorithm = ?"
             " AND fingerprint = ?",
             (account_id, environment.value, algorithm, fingerprint),
         ).fetchone()
-        return None if row is None else _pq_key(row)
+        if row is None:
+            return None  # unknown keys are not remembered: a later registration must be seen
+        if len(self._keys) >= self._KEY_CACHE_SIZE:
+            self._keys.clear()
+        self._keys[lookup] = found = _pq_key(row)
+        return found
 
     def list_pq_keys(self, account_id: str, environment: Environment) -> list[PqKey]:
         """The account's registered keys in one environment, oldest first."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
+from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.group_commit import GroupCommitWriter
 from storage.models import Environment, ScanResult, WatchedAddress
 from storage.sqlite import dt, ts, write_transaction
@@ -27,11 +28,21 @@ def _result(row: tuple) -> ScanResult:
 
 class SqliteScanStore:
     """Watch lists (small transactions on the caller's connection) and scan results
-    (through the group-commit writer: the pipelines publish thousands at once)."""
+    (through the group-commit writer: the pipelines publish thousands at once).
+
+    Cached scans read the latest result on every request, so results read are
+    remembered until the change beacon says results changed (``save_results``
+    announces it after its commit, from any process) or a second has passed.
+    """
+
+    _RESULT_CACHE_SIZE = 4096
 
     def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter | None = None) -> None:
         self._conn = conn
         self._writer = writer
+        self._beacon = ChangeBeacon.beside(conn)
+        self._results_watch = StampWatch(self._beacon, Topic.SCANS)
+        self._results: dict[tuple[str, Environment, str, str], ScanResult] = {}
 
     def watch(self, entry: WatchedAddress) -> WatchedAddress:
         """Add an address to a watch list; the existing entry when already watched."""
@@ -75,12 +86,21 @@ class SqliteScanStore:
 
     def latest_result(self, account_id: str, environment: Environment, chain: str, address: str) -> ScanResult | None:
         """The latest stored result for one address, if any."""
+        if self._results_watch.due() or len(self._results) >= self._RESULT_CACHE_SIZE:
+            self._results.clear()
+        key = (account_id, environment, chain, address)
+        cached = self._results.get(key)
+        if cached is not None:
+            return cached
         row = self._conn.execute(
             f"SELECT {_RESULT_COLUMNS} FROM scan_results WHERE account_id = ? AND environment = ? AND chain = ?"
             " AND address = ?",
             (account_id, environment.value, chain, address),
         ).fetchone()
-        return None if row is None else _result(row)
+        if row is None:
+            return None
+        self._results[key] = found = _result(row)
+        return found
 
     async def save_results(self, results: list[ScanResult]) -> None:
         """Insert results, replacing stored ones that are not newer (durable when
@@ -102,5 +122,6 @@ class SqliteScanStore:
         if self._writer is None:
             with write_transaction(self._conn) as c:
                 c.executemany(sql, rows)
-            return
-        await self._writer.write(lambda c: c.executemany(sql, rows))
+        else:
+            await self._writer.write(lambda c: c.executemany(sql, rows))
+        self._beacon.announce(Topic.SCANS)

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
+from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
 from storage.models import Account, ApiKey, Environment, KeyType, Plan
 
@@ -158,14 +159,18 @@ class SqliteStore:
     Credential lookups run on every request, so found keys are remembered, but
     only while the ``auth_generation`` counter stays the same: triggers bump it on
     every plan change and every key deletion, expiry or replacement, from any
-    connection or process, so such a change by another worker or the admin CLI
-    is seen at once (migration 0005).
+    connection or process (migration 0005). That counter is read only when the
+    store's change beacon says auth rows changed (every such method announces it
+    after its commit, so another worker or the admin CLI is seen at once) or a
+    second has passed (a change made with plain SQL).
     """
 
     _AUTH_CACHE_SIZE = 10_000
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._conn = conn
+        self._beacon = ChangeBeacon.beside(conn)
+        self._auth_watch = StampWatch(self._beacon, Topic.AUTH)
         self._auth_cache: dict[bytes, tuple[ApiKey, Account]] = {}
         self._auth_cache_version = -1
 
@@ -203,6 +208,7 @@ class SqliteStore:
             ).fetchone()
         if row is None:
             raise AccountNotFound(f"no account with email {email}", email=email)
+        self._beacon.announce(Topic.AUTH)
         return _account(row)
 
     def create_api_key(self, key: ApiKey) -> None:
@@ -223,10 +229,11 @@ class SqliteStore:
 
     def api_key_by_hash(self, key_hash: bytes) -> tuple[ApiKey, Account] | None:
         """The key whose keyed hash matches, with its owner (deleted keys included)."""
-        (version,) = self._conn.execute("SELECT value FROM auth_generation WHERE id = 1").fetchone()
-        if version != self._auth_cache_version:
-            self._auth_cache.clear()
-            self._auth_cache_version = version
+        if self._auth_watch.due():
+            (version,) = self._conn.execute("SELECT value FROM auth_generation WHERE id = 1").fetchone()
+            if version != self._auth_cache_version:
+                self._auth_cache.clear()
+                self._auth_cache_version = version
         cached = self._auth_cache.get(key_hash)
         if cached is not None:
             return cached
@@ -261,6 +268,7 @@ class SqliteStore:
                 "UPDATE api_keys SET deleted_at = ? WHERE id = ? AND account_id = ? AND deleted_at IS NULL",
                 (ts(at), key_id, account_id),
             )
+        self._beacon.announce(Topic.AUTH)
         return cur.rowcount == 1
 
     def rotate_api_key(self, account_id: str, old_id: str, new: ApiKey, old_expires_at: datetime) -> bool:
@@ -274,6 +282,7 @@ class SqliteStore:
             if cur.rowcount != 1:
                 return False
             self._insert_key(c, new)
+        self._beacon.announce(Topic.AUTH)
         return True
 
     def touch_api_key(self, key_id: str, at: datetime) -> None:
@@ -290,6 +299,7 @@ class SqliteStore:
             log.warning("last-used time of key %s not recorded: %s", key_id, exc)
 
     def close(self) -> None:
-        """Release the connection."""
+        """Release the connection and the beacon."""
         self._conn.close()
+        self._beacon.close()
 

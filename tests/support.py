@@ -168,7 +168,8 @@ class ServerProcess:
         )
         self._wait_ready()
 
-    def _wait_ready(self, timeout: float = 30.0) -> None:
+    def _wait_ready(self, timeout: float = 90.0) -> None:
+        # generous: start-up takes ~3 s alone, but several times that on a loaded 2-core machine
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
