@@ -18,7 +18,6 @@ import getpass
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,6 @@ BULK_MAX_RETRIES = 20
 KEY_COLUMNS = ("id", "name", "type", "environment", "prefix", "createdAt", "lastUsedAt", "expiresAt")
 SCAN_COLUMNS = ("address", "chain", "riskScore", "riskLabel", "riskValue", "publicKeyExposed", "balanceAtRisk",
                 "balanceAtRiskUsd", "chainGrade", "chainGradeLabel", "cached", "scannedAt", "dataAsOf")
-Command = Callable[[argparse.Namespace, Config], Awaitable[int]]
 
 
 def _secret(variable: str, prompt: str) -> str:
@@ -47,8 +45,8 @@ def _secret(variable: str, prompt: str) -> str:
     return getpass.getpass(f"{prompt}: ")
 
 
-def _client(config: Config, token: str | None = None, **options: Any) -> QdayClient:
-    return QdayClient(token or config.api_key, config.api_url, **options)
+def _client(config: Config, **options: Any) -> QdayClient:
+    return QdayClient(config.api_key, config.api_url, **options)
 
 
 def _need_key(config: Config) -> None:
