@@ -1,7 +1,7 @@
 """SIGKILL a Dagster run in the middle of a chain-day partition, rerun it: exactly one copy
 of each row everywhere, and no partial or temporary file ever visible to readers.
 
-The same partition (3,000 watched addresses replayed from a snapshot) is run in a spawned
+The same partition (2,000 watched addresses replayed from a snapshot) is run in a spawned
 process and killed twice, found by watching what the run leaves behind:
 
 1. the moment ``address_observations`` is published: the run is then in ``native_prices``
@@ -34,7 +34,7 @@ from pipelines.resources import SnapshotChainDataResource
 from tests.pipelines.conftest import TODAY, DataDir, data_dir, partition, snapshot_world  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
-ADDRESSES = 3_000
+ADDRESSES = 2_000  # two publish batches of PUBLISH_BATCH, so a kill can fall between them
 STAGE_DEADLINE = 90.0  # seconds a child may take to reach its kill point
 TABLES = ("watchlist", "address_observations", "native_prices", "address_risk")
 
