@@ -47,11 +47,11 @@ import httpx
 
 import pqc
 from api.ratelimit import RateGroup, limit_for
-from bench.httpload import RssSampler
+from bench.httpload import RssSampler, Server, python_argv
 from storage.models import Plan
 from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary
+from tests.processes import free_port
 from tests.signing import eip191_signature, public_key
-from tests.support import ServerProcess
 
 MIB = 2**20
 PASSWORD = "soak passphrase " * 2
@@ -356,26 +356,28 @@ def run_soak(rate: float, seconds: float, workers: int = 1, in_flight: int = 32,
         raise RuntimeError(MISSING_ANVIL)
     node = Anvil(binary, chain_id=1)
     data_dir = Path(tempfile.mkdtemp(prefix="qday-soak-"))
-    env = {"SOFTHSM2_CONF": "", "QDAY_ETHEREUM_RPC_URL": node.url, "QDAY_RATE_LIMIT_MULTIPLIER": str(multiplier)}
+    env = {"SOFTHSM2_CONF": "", "QDAY_SECRET_KEY": "", "QDAY_ETHEREUM_RPC_URL": node.url,
+           "QDAY_RATE_LIMIT_MULTIPLIER": str(multiplier)}
     try:
         addresses = [node.new_account(10**18 + i).address for i in range(SCAN_ACCOUNTS)]
         progress(f"[soak] anvil on {node.url}; starting qday serve ({workers} worker(s)) in {data_dir}")
-        server = ServerProcess(data_dir, workers=workers, env=env)
-        try:
-            return asyncio.run(_soak(server, addresses, rate, seconds, in_flight, multiplier, seed, mix or MIX,
-                                     progress))
-        finally:
-            server.stop()
+        port = free_port()
+        argv = python_argv("-m", "api.cli", "serve", "--data-dir", str(data_dir), "--port", str(port),
+                           "--workers", str(workers))
+        with Server(argv, port, env, ready_path="/v1/health") as server:
+            return asyncio.run(_soak(server, data_dir, addresses, rate, seconds, in_flight, multiplier, seed,
+                                     mix or MIX, progress))
     finally:
         node.stop()
 
 
-async def _soak(server: ServerProcess, addresses: list[str], rate: float, seconds: float, in_flight: int,
+async def _soak(server: Server, data_dir: Path, addresses: list[str], rate: float, seconds: float, in_flight: int,
                 multiplier: float, seed: int, mix: dict[str, int], progress: Callable[[str], None]) -> SoakResult:
     limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=REQUEST_TIMEOUT, limits=limits) as http:
+    base_url = f"http://127.0.0.1:{server.port}"
+    async with httpx.AsyncClient(base_url=base_url, timeout=REQUEST_TIMEOUT, limits=limits) as http:
         rec = Recorder(http)
-        tenant = await set_up(rec, server.data_dir, addresses)
+        tenant = await set_up(rec, data_dir, addresses)
         progress(f"[soak] {rate:g} req/s for {seconds:g} s (at most {math.ceil(rate * seconds)} requests, "
                  f"{in_flight} in flight), mix {mix}")
         rec.phase = "load"
