@@ -16,15 +16,16 @@ from dataclasses import dataclass
 
 from pqc import mldsa, slhdsa
 from pqc.algorithms import SPECS, Algorithm, Family, check_context, parse_algorithm
-from pqc.errors import InvalidKeyFormat, MalformedSignature, UnsupportedAlgorithm
+from pqc.errors import InvalidInput, InvalidKeyFormat, MalformedSignature, UnsupportedAlgorithm
 from pqc.mldsa import PreHash
 
 
 @dataclass(frozen=True, slots=True, repr=False)
 class KeyPair:
     """A generated key pair. ``private_key`` is the FIPS 204/205 encoding (ML-DSA:
-    expanded skEncode; SLH-DSA: SK.seed||SK.prf||PK.seed||PK.root); ``seed`` re-creates
-    it (ML-DSA: 32-byte xi; SLH-DSA: 48 bytes). Secrets are left out of ``repr``."""
+    expanded skEncode, or the 32-byte seed in the seed form; SLH-DSA:
+    SK.seed||SK.prf||PK.seed||PK.root); ``seed`` re-creates it (ML-DSA: 32-byte xi;
+    SLH-DSA: 48 bytes). Secrets are left out of ``repr``."""
 
     algorithm: Algorithm
     public_key: bytes
@@ -65,16 +66,26 @@ def _check_verify_inputs(algorithm: Algorithm, public_key: bytes, signature: byt
         )
 
 
-def generate_keypair(algorithm: Algorithm | str, seed: bytes | None = None) -> KeyPair:
+def generate_keypair(algorithm: Algorithm | str, seed: bytes | None = None, *, expanded: bool = True) -> KeyPair:
     """A new key pair, random or (with ``seed``) deterministic so custody can keep
-    only the seed; ML-DSA seeds are 32 bytes, SLH-DSA seeds 48 bytes."""
+    only the seed; ML-DSA seeds are 32 bytes, SLH-DSA seeds 48 bytes.
+
+    ``expanded=False`` (ML-DSA only) makes ``private_key`` the 32-byte seed itself,
+    the seed form of RFC 9881 that OpenSSL 3.5+, Go, BoringSSL and ``cryptography``
+    take as the private key; it skips deriving the 2,560-4,896-byte FIPS 204 expanded
+    key, which costs twice or three times the rest of key generation here."""
     alg = parse_algorithm(algorithm)
     spec = SPECS[alg]
     if seed is not None:
         _require_length(seed, spec.seed_size, "seed", alg)
     if spec.family is Family.ML_DSA:
         seed = secrets.token_bytes(spec.seed_size) if seed is None else seed
+        if not expanded:
+            return KeyPair(alg, mldsa.public_key_of(alg, seed), seed, seed)
         public_key, private_key = mldsa.generate(alg, seed)
+    elif not expanded:
+        raise InvalidInput(f"{alg} has one private key encoding (FIPS 205 SK); the seed form is for ML-DSA",
+                           field="expanded")
     else:
         public_key, private_key, seed = slhdsa.generate(alg, seed)
     return KeyPair(alg, public_key, private_key, seed)

@@ -26,6 +26,11 @@ class GenerateKeyRequest(Strict):
     custody: Annotated[Literal["self", "managed"], Meta(
         description="self (default): the key pair is returned once and not kept. managed (Pro plan and above, "
                     "ML-DSA only): the private key stays in the service's custody and is never returned")] = "self"
+    private_key_form: Annotated[Literal["expanded", "seed"], Meta(
+        description="expanded (default): privateKey is the FIPS 204 expanded secret key (or the FIPS 205 SK), "
+                    "which every implementation accepts. seed (ML-DSA only): privateKey is the 32-byte seed, "
+                    "the seed form of RFC 9881 (OpenSSL 3.5+, Go, BoringSSL, pyca/cryptography); faster, "
+                    "and the seed re-creates the expanded key anywhere")] = "expanded"
 
 
 class GeneratedKeyOut(Out, tag_field="custody", tag="self"):
@@ -35,7 +40,8 @@ class GeneratedKeyOut(Out, tag_field="custody", tag="self"):
     algorithm: str
     chain: str
     public_key: str
-    private_key: Annotated[str, Meta(description="FIPS 204 expanded secret key (ML-DSA) or FIPS 205 SK (SLH-DSA)")]
+    private_key: Annotated[str, Meta(description="FIPS 204 expanded secret key (ML-DSA; the 32-byte seed with "
+                                                 "privateKeyForm=seed) or FIPS 205 SK (SLH-DSA)")]
     seed: Annotated[str, Meta(description="Seed that re-creates the key pair (ML-DSA: 32-byte xi; SLH-DSA: 48 bytes)")]
     fingerprint: Annotated[str, Meta(description="SHA-256 of the public key, hex")]
     format: Literal["hex", "base64"]

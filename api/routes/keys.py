@@ -78,8 +78,12 @@ async def generate_key(request: Request, body: GenerateKeyRequest) -> HTTPRespon
         return ok(request, managed_key_out(key, body.format), status=201)
     algorithm = pqc.parse_algorithm(body.algorithm)
     chain = _keygen_chain(body.chain)
+    expanded = body.private_key_form == "expanded"
+    if not expanded and pqc.SPECS[algorithm].family is not pqc.Family.ML_DSA:
+        raise ApiError("REQ_001", f"invalid request: privateKeyForm seed is for ML-DSA; {algorithm.value} private "
+                       "keys have one encoding, the FIPS 205 SK (field 'privateKeyForm')", field="privateKeyForm")
     try:
-        keypair = await run_blocking(ctx.executor, pqc.generate_keypair, algorithm)
+        keypair = await run_blocking(ctx.executor, pqc.generate_keypair, algorithm, expanded=expanded)
     except pqc.PqcError:
         raise
     except Exception as exc:

@@ -179,11 +179,13 @@ class QdayClient:
     # -- post-quantum keys ---------------------------------------------------
 
     async def generate_key(self, algorithm: str, chain: str, custody: str = "self",
-                           ) -> models.GeneratedKey | models.ManagedKey:
-        """POST /v1/keys/generate: a server-generated pair (self custody) or a managed key.
+                           private_key_form: str = "expanded") -> models.GeneratedKey | models.ManagedKey:
+        """POST /v1/keys/generate: a server-generated pair (self custody) or a managed key;
+        ``private_key_form="seed"`` returns ML-DSA private keys as the 32-byte seed (RFC 9881).
         Local generation (``qday_client.keyfile.generate``) never involves the server."""
         return await self._call("POST", "/keys/generate", models.GeneratedKey | models.ManagedKey,
-                                {"algorithm": algorithm, "chain": chain, "custody": custody})
+                                {"algorithm": algorithm, "chain": chain, "custody": custody,
+                                 "privateKeyForm": private_key_form})
 
     async def registration_challenge(self, algorithm: str, public_key: str) -> models.RegistrationChallenge:
         """POST /v1/keys/register/challenge: text to sign to prove possession of a key."""

@@ -6,6 +6,7 @@ import base64
 import struct
 
 import pytest
+from cryptography.hazmat.primitives.asymmetric import mldsa
 
 import pqc
 from storage.models import Plan
@@ -41,6 +42,32 @@ async def test_generated_keys_sign_and_verify(client, app, algorithm, fmt):
             signature = pqc.sign(algorithm, private, b"hello")
             pqc.verify(algorithm, public, b"hello", signature)
             assert pqc.generate_keypair(algorithm, seed).public_key == public
+
+
+@pytest.mark.parametrize("algorithm", ["ml-dsa-44", "ml-dsa-65", "ml-dsa-87"])
+async def test_seed_form_private_keys_are_the_rfc_9881_seed(client, tenant, algorithm):
+    r = await client.post(GENERATE, json={"algorithm": algorithm, "chain": "ethereum", "privateKeyForm": "seed"},
+                          headers=tenant.auth("secret_live"))
+    assert r.status_code == 201, r.text
+    data = r.json()["data"]
+    public, private = bytes.fromhex(data["publicKey"]), bytes.fromhex(data["privateKey"])
+    assert private == bytes.fromhex(data["seed"]) and len(private) == 32
+    # another implementation that takes the seed form (pyca/cryptography) signs; the service verifies
+    level = algorithm.removeprefix("ml-dsa-")
+    key = getattr(mldsa, f"MLDSA{level}PrivateKey").from_seed_bytes(private)
+    assert key.public_key().public_bytes_raw() == public
+    pqc.verify(algorithm, public, b"hello", key.sign(b"hello"))
+    # and the seed re-creates the expanded form of the same key pair
+    expanded = pqc.generate_keypair(algorithm, private)
+    assert expanded.public_key == public
+    pqc.verify(algorithm, public, b"hello", pqc.sign(algorithm, expanded.private_key, b"hello"))
+
+
+async def test_seed_form_is_refused_for_slh_dsa(client, tenant):
+    r = await client.post(GENERATE, json={"algorithm": "slh-dsa-128s", "chain": "ethereum", "privateKeyForm": "seed"},
+                          headers=tenant.auth("secret_live"))
+    assert_error(r, 400, "REQ_001")
+    assert r.json()["error"]["details"]["field"] == "privateKeyForm"
 
 
 async def test_raw_format_layout(client, tenant):
