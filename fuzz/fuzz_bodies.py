@@ -18,11 +18,26 @@ import msgspec
 with atheris.instrument_imports(include=["api.validation"]):
     from api.validation import decode_body
 
-from api.app import all_endpoints
 from api.errors import ApiError, status_of
+from api.models import accounts, crypto, custody, scans
 from fuzz.runner import run
 
-_MODELS: tuple[type, ...] = tuple(dict.fromkeys(e.body for e in all_endpoints() if e.body is not None))
+
+def request_models() -> tuple[type, ...]:
+    """Every request-body model: the strict (unknown fields refused) structs with fields in
+    ``api.models``. Read from the model modules rather than ``api.app.all_endpoints()`` to
+    keep start-up short (the app imports web3 and Polars); tests/security/test_fuzz_smoke.py
+    checks that the two lists agree."""
+    found = []
+    for module in (accounts, crypto, custody, scans):
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, msgspec.Struct) and value.__module__ == module.__name__
+                    and value.__struct_config__.forbid_unknown_fields and value.__struct_fields__):
+                found.append(value)
+    return tuple(found)
+
+
+_MODELS = request_models()
 _CONTENT_TYPES = ("application/json", "application/json; charset=utf-8", "APPLICATION/JSON", "text/plain", "")
 
 

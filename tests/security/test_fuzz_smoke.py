@@ -24,6 +24,13 @@ def test_every_parser_family_has_a_harness():
     assert HARNESSES == ["fuzz_addresses", "fuzz_bitcoin", "fuzz_bodies", "fuzz_hex", "fuzz_signatures"]
 
 
+def test_body_harness_covers_exactly_the_endpoint_bodies():
+    from api.app import all_endpoints
+    from fuzz.fuzz_bodies import request_models
+
+    assert set(request_models()) == {e.body for e in all_endpoints() if e.body is not None}
+
+
 @pytest.mark.parametrize("harness", HARNESSES)
 def test_harness_runs_clean(harness, tmp_path):
     env = {**os.environ, "FUZZ_CORPUS_DIR": str(tmp_path / "corpus"), "FUZZ_ARTIFACTS": str(tmp_path / "crashes")}
