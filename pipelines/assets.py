@@ -9,7 +9,10 @@ Partitions: ``CHAIN_DAY`` = the 19 chains × scan dates (daily, UTC, today inclu
 
 Each asset writes its partition's Parquet file (``storage.analytics``) and the next one
 reads it back in batches, so memory stays flat however many addresses are watched. A
-re-run replaces the partition's files. A chain's outage (``ChainUnavailable``) is retried
+re-run replaces the partition's files. The chain's state can only be observed now, so a
+re-run of a past day keeps that day's stored snapshot (watch list, observations, prices)
+and re-scores it; a past day without one fails rather than pass today's state off as
+that day's (``observe_now``). A chain's outage (``ChainUnavailable``) is retried
 by Dagster a few times, then fails that chain's partition only. ``chain_readiness`` is
 partitioned by day alone. ``newly_watched_scores`` (not partitioned) scores addresses the
 sensor found, so they are served within a minute of being watched.
@@ -17,7 +20,8 @@ sensor found, so they are served within a minute of being watched.
 
 
 from collections import defaultdict
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 
 import polars as pl
 from dagster import (
@@ -89,6 +93,27 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def observe_now(day: date, snapshot: Path, today: date) -> bool:
+    """Whether a run of ``day`` fetches the watch list, chain state or prices now (True)
+    or keeps the snapshot stored for that day (False). Today is always fetched (a re-run
+    replaces today's rows); so is yesterday while it has no snapshot yet (a run that
+    crossed midnight). Older days keep theirs, and fail without one: backfilling them
+    with today's state would rewrite history under the wrong date."""
+    if day >= today or (day == today - timedelta(days=1) and not snapshot.exists()):
+        return True
+    if snapshot.exists():
+        return False
+    raise Failure(description=f"no snapshot was stored for {day} ({snapshot}), and the state of {day} cannot be "
+                              f"observed now (today is {today}): only today's partition can be fetched, past "
+                              "partitions can only be re-scored from their stored snapshot")
+
+
+def _kept(context: AssetExecutionContext, snapshot: Path) -> MaterializeResult:
+    context.log.info(f"kept the stored snapshot {snapshot} (a past day cannot be observed again)")
+    rows = pl.scan_parquet(snapshot).select(pl.len()).collect().item()
+    return MaterializeResult(metadata={"rows": rows, "kept_snapshot": True, "path": MetadataValue.path(str(snapshot))})
+
+
 def _upstream_fault(context: AssetExecutionContext, retries: int, seconds: float, exc: Exception, what: str):
     """Retry an upstream fault (chain outage, operational store busy) a few times, then fail."""
     if context.retry_number < retries:
@@ -108,6 +133,8 @@ def watched_addresses(context: AssetExecutionContext, operational_store: Operati
     chain, day = chain_day(context.partition_key)
     store = analytics.store()
     target = store.daily_file("watchlist", day, chain.value)
+    if not observe_now(day, target, _now().date()):
+        return _kept(context, target)
     with operational_store.open(writer=False) as op, store.writer("watchlist", target) as writer:
         rows, distinct = export_watchlist(op.conn, chain, writer, Batch(day, DAILY, context.run.run_id), _now())
     return MaterializeResult(metadata={"rows": rows, "distinct_addresses": distinct,
@@ -122,6 +149,8 @@ def chain_observations(context: AssetExecutionContext, chain_data: ChainDataReso
     chain, day = chain_day(context.partition_key)
     store = analytics.store()
     target = store.daily_file("address_observations", day, chain.value)
+    if not observe_now(day, target, _now().date()):
+        return _kept(context, target)
     stats = ObserveStats()
     batch = Batch(day, DAILY, context.run.run_id)
     try:
@@ -155,6 +184,9 @@ def native_prices(context: AssetExecutionContext, prices: PriceResource,
     addresses on it (null when no source has a usable one): ``native_prices``."""
     chain, day = chain_day(context.partition_key)
     store = analytics.store()
+    target = store.daily_file("native_prices", day, chain.value)
+    if not observe_now(day, target, _now().date()):
+        return _kept(context, target)
     watch = store.daily_file("watchlist", day, chain.value)
     present = pl.scan_parquet(watch).select(pl.col("environment").unique()).collect()["environment"].to_list()
     environments = sorted(Environment(e) for e in present)
@@ -167,7 +199,6 @@ def native_prices(context: AssetExecutionContext, prices: PriceResource,
             finally:
                 loop.run(source.aclose())
     frame = price_rows(chain, found, Batch(day, DAILY, context.run.run_id), _now())
-    target = store.daily_file("native_prices", day, chain.value)
     store.write_frame("native_prices", target, frame)
     return MaterializeResult(metadata={
         f"{row['environment']}_usd": row["price_usd"] if row["price_usd"] is not None else "unknown"

@@ -3,12 +3,16 @@ endpoint and by the pipelines' publish step (so both serve identical answers).""
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
+
+import msgspec
 
 from chains.observation import Observation
 from scoring.result import WalletRisk
 from storage.models import Environment, ScanResult
+
+
+_ENCODER = msgspec.json.Encoder()  # compact JSON in C: json.dumps was a fifth of a published result's cost
 
 
 def _iso(value: datetime) -> str:
@@ -30,6 +34,6 @@ def scan_record(observation: Observation, risk: WalletRisk, account_id: str, env
     }
     return ScanResult(
         account_id=account_id, environment=environment, chain=observation.chain, address=observation.address,
-        result=json.dumps(body, separators=(",", ":")), risk_value=risk.risk_value, risk_score=risk.risk_score,
+        result=_ENCODER.encode(body).decode(), risk_value=risk.risk_value, risk_score=risk.risk_score,
         scoring_version=risk.scoring_version, data_as_of=observation.observed_at, scanned_at=scanned_at, source=source,
     )

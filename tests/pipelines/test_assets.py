@@ -6,13 +6,13 @@ published results and the asset checks."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
 import pytest
-from dagster import AssetKey, materialize
+from dagster import AssetKey, Failure, materialize
 from eth_account import Account
 
 from pipelines import assets as pipeline_assets
@@ -221,3 +221,38 @@ def test_a_snapshot_recorded_from_anvil_replays_the_same_scores(world: dict, tmp
         replayed = loop.run(SnapshotChainData.from_file(tmp_path / "recorded.jsonl")
                             .observe(Environment.LIVE, Chain.ETHEREUM, addresses))
     assert replayed == live
+
+
+def test_only_today_is_observed_past_days_keep_their_snapshot(tmp_path: Path) -> None:
+    today, snapshot = date(2026, 11, 22), tmp_path / "daily.parquet"
+    assert pipeline_assets.observe_now(today, snapshot, today)
+    assert pipeline_assets.observe_now(today - timedelta(days=1), snapshot, today)  # a run that crossed midnight
+    with pytest.raises(Failure, match="cannot be observed now"):
+        pipeline_assets.observe_now(today - timedelta(days=2), snapshot, today)
+    snapshot.write_bytes(b"stored")
+    assert pipeline_assets.observe_now(today, snapshot, today)  # today's re-run replaces today's rows
+    assert not pipeline_assets.observe_now(today - timedelta(days=1), snapshot, today)
+    assert not pipeline_assets.observe_now(today - timedelta(days=30), snapshot, today)
+
+
+def test_a_past_partition_is_rescored_from_its_snapshot_never_from_todays_state(snapshot_world) -> None:
+    data_dir, resources = snapshot_world(10)
+    assert materialize(RUN, partition_key=partition("ethereum"), resources=resources).success
+    store, past = data_dir.analytics, TODAY - timedelta(days=3)
+    past_key = f"ethereum|{past.isoformat()}"
+
+    missing = materialize(RUN, partition_key=past_key, resources=resources, raise_on_error=False)
+    assert not missing.success
+    failure = next(e for e in missing.all_events if e.event_type_value == "STEP_FAILURE")
+    assert "cannot be observed now" in failure.event_specific_data.error.message
+    assert not store.daily_file("address_observations", past, "ethereum").exists()
+
+    snapshots = {}
+    for table in ("watchlist", "address_observations", "native_prices"):
+        target = store.daily_file(table, past, "ethereum")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(store.daily_file(table, TODAY, "ethereum").read_bytes())
+        snapshots[table] = target.read_bytes()
+    assert materialize(RUN, partition_key=past_key, resources=resources).success
+    assert {table: store.daily_file(table, past, "ethereum").read_bytes() for table in snapshots} == snapshots
+    assert pl.read_parquet(store.daily_file("address_risk", past, "ethereum")).height == 10

@@ -99,3 +99,11 @@ def test_remembered_credentials_follow_writes_from_other_processes(tmp_path):
     assert api.api_key_by_hash(key_hash)[0].deleted_at == NOW
     api.rotate_api_key("usr_1", "key_1", _key(2, "usr_1"), NOW)  # own writes forget too
     assert api.api_key_by_hash(key_hash)[0].deleted_at == NOW
+
+
+def test_a_chains_watch_list_export_reads_one_ordered_index_range(tmp_path):
+    from pipelines.rescore import _WATCH_SQL
+
+    conn = open_database(tmp_path / "db.sqlite")
+    plan = " | ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {_WATCH_SQL}", ("ethereum",)))
+    assert "USING INDEX watchlist_by_chain (chain=?)" in plan and "TEMP B-TREE" not in plan, plan
