@@ -32,6 +32,7 @@ import asyncio
 import math
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -350,7 +351,8 @@ class SoakResult:
 
 def run_soak(rate: float, seconds: float, workers: int = 1, in_flight: int = 32, multiplier: float = 1.0,
              seed: int = 1, mix: dict[str, int] | None = None, progress: Callable[[str], None] = print) -> SoakResult:
-    """Start anvil and ``qday serve``, run the set-up, the load and the check, stop both."""
+    """Start anvil and ``qday serve``, run the set-up, the load and the check, stop both and
+    remove the server's data directory."""
     binary = anvil_binary()
     if binary is None:
         raise RuntimeError(MISSING_ANVIL)
@@ -369,6 +371,7 @@ def run_soak(rate: float, seconds: float, workers: int = 1, in_flight: int = 32,
                                      mix or MIX, progress))
     finally:
         node.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 async def _soak(server: Server, data_dir: Path, addresses: list[str], rate: float, seconds: float, in_flight: int,
@@ -415,7 +418,8 @@ def print_result(result: SoakResult) -> None:
         print(f"{endpoint:<40} {count:>8} {p50:>8.1f} {p99:>8.1f}")
     v = result.verdict
     print(f"\nresponses by status: {dict(sorted(v['by_status'].items()))}; error codes: {dict(v['by_code'])}")
-    print(f"429s expected by the plan's limits: {v['expected_429']}; late starts (in-flight cap): {result.late_starts}")
+    print(f"{len(result.samples)} requests, load phase {result.seconds:.0f} s; 429s expected by the plan's limits: "
+          f"{v['expected_429']}; late starts (in-flight cap): {result.late_starts}")
     print(f"unexpected: {dict(v['unexpected']) or 'none'}")
     m = result.memory
     print(f"server RSS: first {m['first_mib']:.0f} MiB, peak {m['peak_mib']:.0f} MiB, last {m['last_mib']:.0f} MiB, "
