@@ -21,8 +21,8 @@ fuzz-parsers: install-test  ## the atheris harnesses only; crashes land in FUZZ_
 	  echo "== fuzz $$h: $(FUZZ_SECONDS) s"; \
 	  FUZZ_CORPUS_DIR=$(FUZZ_OUT)/corpus FUZZ_ARTIFACTS=$(FUZZ_OUT)/crashes \
 	    $(PY) -m fuzz.fuzz_$$h -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) -print_final_stats=1 \
-	    2> >(grep -v '^INFO: Instrumenting' >&2) || exit 1; \
+	    2> >(grep -v -e '^INFO: Instrumenting' -e '^WARNING: Failed to find function' >&2) || exit 1; \
 	done
 
 fuzz-api: install-test  ## schemathesis at scale (stateless, every operation) and stateful, against a real server
-	QDAY_FUZZ_EXAMPLES=$(FUZZ_API_EXAMPLES) $(PY) -m pytest tests/security/test_api_fuzz.py -q -p no:cacheprovider
+	QDAY_FUZZ_EXAMPLES=$(FUZZ_API_EXAMPLES) $(PY) -m pytest tests/security/test_api_fuzz.py -q -s -p no:cacheprovider

@@ -80,6 +80,7 @@ def test_stateful_scenarios_follow_links_without_a_failure(hostile_server, fuzz_
     # Derandomized at the `make test` size (the same scenarios every run); random under `make fuzz`.
     Workflow.run(settings=settings(max_examples=SCENARIOS, stateful_step_count=STEPS, deadline=None,
                                    derandomize=SCALE == 0, suppress_health_check=list(HealthCheck), database=None))
+    print(f"stateful: {len(steps_per_scenario)} scenarios, {sum(steps_per_scenario)} calls")
     assert SCENARIOS <= len(steps_per_scenario) and max(steps_per_scenario) <= STEPS
     # Only a link can supply the id of a key created in the same scenario: success on these
     # operations proves the links are followed, not just declared.
@@ -106,4 +107,5 @@ def test_every_operation_at_scale(hostile_server, fuzz_auth):
             case.call_and_validate(headers=fuzz_auth, checks=CHECKS)
 
         send()
+    print(f"at scale: {calls} requests over {len(strategies)} operations")
     assert calls >= SCALE * len(strategies)

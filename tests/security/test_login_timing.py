@@ -21,7 +21,7 @@ import pytest
 from tests.security.conftest import register_and_login
 
 pytestmark = pytest.mark.slow
-SAMPLES = 16
+SAMPLES = 12
 
 
 def mann_whitney_p(a: list[float], b: list[float]) -> float:
