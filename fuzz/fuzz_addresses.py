@@ -2,7 +2,7 @@
 Cosmos and Tron codecs with their base58/bech32 layers).
 
 Passes: a typed ``Address`` whose canonical text parses back to the same address (and is
-the input itself, up to case for the case-insensitive hex and bech32 forms), with
+the input itself, up to case for EVM hex and bech32: base58 must match exactly), with
 ``detect_chains`` listing its chain; or ``InvalidAddress`` (SCAN_001) / ``UnsupportedChain``
 (SCAN_002). Input: byte 0 picks the chain (or none: detection), byte 1's low bit the network,
 the rest is the address as UTF-8 text.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import atheris
 
 with atheris.instrument_imports(include=["chains.codecs", "chains.registry"]):
+    from chains.codecs.bitcoin import SegwitAddress
     from chains.codecs.detect import detect_chains, parse_address
     from chains.errors import InvalidAddress, UnsupportedChain
     from chains.registry import Chain, Family, Network
@@ -25,7 +26,7 @@ from fuzz.seeds import json_strings
 _CHAIN_NAMES = frozenset(c.value for c in Chain)
 _CHAIN_CHOICES: tuple[str, ...] = (*sorted(_CHAIN_NAMES), "dogecoin")
 _NETWORKS = (Network.MAINNET, Network.TESTNET)
-_CASE_INSENSITIVE = (Family.EVM, Family.BITCOIN, Family.COSMOS)
+_CASE_INSENSITIVE_HEX_OR_BECH32 = (Family.EVM, Family.COSMOS)
 
 
 def check(chain: str | None, network: Network, text: str) -> None:
@@ -39,8 +40,8 @@ def check(chain: str | None, network: Network, text: str) -> None:
         return
     canonical = str(address)
     assert parse_address(canonical, address.chain, network) == address, (text, canonical)
-    assert canonical == text or (address.family in _CASE_INSENSITIVE and canonical.lower() == text.lower()), (
-        text, canonical)
+    case_insensitive = address.family in _CASE_INSENSITIVE_HEX_OR_BECH32 or isinstance(address, SegwitAddress)
+    assert canonical == text or (case_insensitive and canonical.lower() == text.lower()), (text, canonical)
     assert address.chain in detect_chains(text, network), (text, address.chain)
 
 
