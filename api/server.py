@@ -20,9 +20,12 @@ def _app_from_settings(config_file: Path | None, overrides: dict[str, Any]) -> S
 
 
 def serve(config_file: Path | None = None, **overrides: Any) -> None:
-    """Run the API until interrupted; workers are spawned processes, each with
-    its own store connection. Settings come from the environment, ``config_file``
-    and ``overrides`` (validated here first, so bad values stop start-up at once)."""
+    """Run the API until interrupted. One worker serves in this process; more are
+    spawned processes, each with its own store connection (Sanic's worker manager
+    would otherwise add a manager and a spawned worker even for one: ~200 MB more
+    memory and a second start-up). Settings come from the environment,
+    ``config_file`` and ``overrides`` (validated here first, so bad values stop
+    start-up at once)."""
     settings = load_settings(config_file=config_file, **overrides)
     loader = AppLoader(factory=partial(_app_from_settings, config_file, overrides))
     app = loader.load()
@@ -34,4 +37,7 @@ def serve(config_file: Path | None = None, **overrides: Any) -> None:
         access_log=settings.access_log,
         motd=False,
     )
-    Sanic.serve(primary=app, app_loader=loader)
+    if settings.workers == 1:
+        Sanic.serve_single(primary=app)
+    else:
+        Sanic.serve(primary=app, app_loader=loader)

@@ -9,6 +9,7 @@ libFuzzer's report. `make fuzz` runs the same harnesses for minutes each.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -40,5 +41,8 @@ def test_harness_runs_clean(harness, tmp_path):
     )
     report = "\n".join(line for line in done.stderr.splitlines() if "Instrumenting" not in line)
     assert done.returncode == 0, report[-4000:]
-    assert f"Done {RUNS} runs" in report, report[-2000:]
+    # libFuzzer checks -runs between mutation rounds and counts the seed corpus, so it may stop a few
+    # hundred runs later (Python's per-process hash seed changes the coverage path); never earlier.
+    done_runs = re.search(r"^Done (\d+) runs", report, re.MULTILINE)
+    assert done_runs and int(done_runs.group(1)) >= RUNS, report[-2000:]
     assert not list((tmp_path / "crashes").glob("*")), report[-2000:]
