@@ -7,6 +7,7 @@ from datetime import datetime
 
 from storage.group_commit import GroupCommitWriter
 from storage.models import Attestation, AttestationChallenge, Environment, KeyOrigin, PqKey
+from storage.row_cache import RowCache
 from storage.sqlite import dt, ts, write_transaction
 
 _PQ_COLUMNS = "id, account_id, environment, algorithm, chain, public_key, fingerprint, origin, created_at"
@@ -49,7 +50,7 @@ class SqliteAttestationStore:
     def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter) -> None:
         self._conn = conn
         self._writer = writer
-        self._keys: dict[tuple[str, Environment, str, str], PqKey] = {}
+        self._keys: RowCache[tuple[str, Environment, str, str], PqKey] = RowCache(self._KEY_CACHE_SIZE)
 
     def add_pq_key(self, key: PqKey) -> PqKey:
         """Register a public key; when the account already has it in this
@@ -80,12 +81,7 @@ class SqliteAttestationStore:
             " AND fingerprint = ?",
             (account_id, environment.value, algorithm, fingerprint),
         ).fetchone()
-        if row is None:
-            return None  # unknown keys are not remembered: a later registration must be seen
-        if len(self._keys) >= self._KEY_CACHE_SIZE:
-            self._keys.clear()
-        self._keys[lookup] = found = _pq_key(row)
-        return found
+        return None if row is None else self._keys.remember(lookup, _pq_key(row))
 
     def list_pq_keys(self, account_id: str, environment: Environment) -> list[PqKey]:
         """The account's registered keys in one environment, oldest first."""

@@ -8,6 +8,7 @@ from datetime import datetime
 from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.group_commit import GroupCommitWriter
 from storage.models import Environment, ScanResult, WatchedAddress
+from storage.row_cache import RowCache
 from storage.sqlite import dt, ts, write_transaction
 
 _WATCH_COLUMNS = "id, account_id, environment, chain, address, label, created_at"
@@ -42,7 +43,7 @@ class SqliteScanStore:
         self._writer = writer
         self._beacon = ChangeBeacon.beside(conn)
         self._results_watch = StampWatch(self._beacon, Topic.SCANS)
-        self._results: dict[tuple[str, Environment, str, str], ScanResult] = {}
+        self._results: RowCache[tuple[str, Environment, str, str], ScanResult] = RowCache(self._RESULT_CACHE_SIZE)
 
     def watch(self, entry: WatchedAddress) -> WatchedAddress:
         """Add an address to a watch list; the existing entry when already watched."""
@@ -86,7 +87,7 @@ class SqliteScanStore:
 
     def latest_result(self, account_id: str, environment: Environment, chain: str, address: str) -> ScanResult | None:
         """The latest stored result for one address, if any."""
-        if self._results_watch.due() or len(self._results) >= self._RESULT_CACHE_SIZE:
+        if self._results_watch.due():
             self._results.clear()
         key = (account_id, environment, chain, address)
         cached = self._results.get(key)
@@ -97,10 +98,7 @@ class SqliteScanStore:
             " AND address = ?",
             (account_id, environment.value, chain, address),
         ).fetchone()
-        if row is None:
-            return None
-        self._results[key] = found = _result(row)
-        return found
+        return None if row is None else self._results.remember(key, _result(row))
 
     async def save_results(self, results: list[ScanResult]) -> None:
         """Insert results, replacing stored ones that are not newer (durable when

@@ -18,6 +18,7 @@ from pathlib import Path
 from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
 from storage.models import Account, ApiKey, Environment, KeyType, Plan
+from storage.row_cache import RowCache
 
 _BUSY_TIMEOUT_MS = 5000
 log = logging.getLogger(__name__)
@@ -171,7 +172,7 @@ class SqliteStore:
         self._conn = conn
         self._beacon = ChangeBeacon.beside(conn)
         self._auth_watch = StampWatch(self._beacon, Topic.AUTH)
-        self._auth_cache: dict[bytes, tuple[ApiKey, Account]] = {}
+        self._auth_cache: RowCache[bytes, tuple[ApiKey, Account]] = RowCache(self._AUTH_CACHE_SIZE)
         self._auth_cache_version = -1
 
     def create_account(self, account: Account, password_hash: str) -> None:
@@ -240,10 +241,7 @@ class SqliteStore:
         row = self._conn.execute(_KEY_BY_HASH_SQL, (key_hash,)).fetchone()
         if row is None:
             return None  # unknown keys are not remembered: guessing must not fill memory
-        found = (_api_key(row[:12]), _account(row[12:]))
-        if len(self._auth_cache) < self._AUTH_CACHE_SIZE:
-            self._auth_cache[key_hash] = found
-        return found
+        return self._auth_cache.remember(key_hash, (_api_key(row[:12]), _account(row[12:])))
 
     def get_api_key(self, account_id: str, key_id: str) -> ApiKey | None:
         """One of the account's keys by id (None for another account's key)."""

@@ -15,21 +15,13 @@ from tests.support import ServerProcess
 PASSWORD = "hostile-tests correct horse"
 
 
-class PatientServerProcess(ServerProcess):
-    """``ServerProcess`` that waits up to 120 s for start-up (35 s has been seen on the loaded
-    2-core machine, over ServerProcess's 30 s); how fast it starts is not what is tested here."""
-
-    def _wait_ready(self, timeout: float = 120.0) -> None:
-        super()._wait_ready(timeout)
-
-
 @pytest.fixture(scope="session")
 def hostile_server(tmp_path_factory) -> Iterator[ServerProcess]:
     """One worker, production argon2 parameters, DEBUG logging and access log on (so the log
     has the most to leak), limits scaled up so that fuzzing and timing reach the handlers;
     managed custody on the process's throw-away SoftHSM2 token when SoftHSM2 is installed."""
     shared_softhsm_conf()
-    proc = PatientServerProcess(tmp_path_factory.mktemp("hostile-server"), env={
+    proc = ServerProcess(tmp_path_factory.mktemp("hostile-server"), env={
         "QDAY_RATE_LIMIT_MULTIPLIER": "1000", "QDAY_LOG_LEVEL": "DEBUG", "QDAY_ACCESS_LOG": "true"})
     yield proc
     proc.stop()
