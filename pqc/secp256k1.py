@@ -131,7 +131,8 @@ def recover_public_key(digest: bytes, signature: bytes, layout: SignatureLayout 
     32-byte ``digest`` (see ``pqc.ecdsa_messages``), for checking a wallet signer."""
     _check_digest(digest)
     parsed = parse_recoverable_signature(signature, layout)
-    compact = parsed.r.to_bytes(32, "big") + parsed.s.to_bytes(32, "big") + bytes((parsed.recovery_id,))
+    rs = signature[1:] if layout is SignatureLayout.BIP137 else signature[:64]
+    compact = rs + bytes((parsed.recovery_id,))
     try:
         key = PublicKey.from_signature_and_message(compact, digest, hasher=None)
     except ValueError:
@@ -168,37 +169,51 @@ def evm_address(public_key: bytes) -> bytes:
 
 
 
+def _uncompressed(public_key: bytes) -> bytes:
+    """``public_key`` in 65-byte 0x04 form; a key already in that form (what
+    ``recover_public_key`` returns) is taken as it is, anything else is parsed."""
+    if len(public_key) == UNCOMPRESSED_KEY_SIZE and public_key[0] == 4:
+        return public_key
+    return parse_public_key(public_key)
+
+
+def _compressed(uncompressed: bytes) -> bytes:
+    return bytes((2 + (uncompressed[-1] & 1),)) + uncompressed[1:33]
+
+
 def _signer_ids(uncompressed: bytes, kind: ClaimedSigner) -> tuple[bytes, ...]:
     match kind:
         case ClaimedSigner.PUBLIC_KEY:
-            return (uncompressed,)
+            return (uncompressed, _compressed(uncompressed), uncompressed[1:])
         case ClaimedSigner.EVM_ADDRESS:
-            return (evm_address(uncompressed),)
+            return (keccak256(uncompressed[1:])[-ADDRESS_SIZE:],)
         case ClaimedSigner.HASH160:
-            compressed = PublicKey(uncompressed).format(compressed=True)
-            return (hash160(compressed), hash160(uncompressed))
+            return (hash160(_compressed(uncompressed)), hash160(uncompressed))
 
 
 def require_signer(recovered: bytes, claimed: bytes, kind: ClaimedSigner = ClaimedSigner.PUBLIC_KEY) -> None:
     """Return None if the recovered key is the claimed signer, else raise
-    InvalidSignature (InvalidKeyFormat if ``claimed`` is malformed). A hash160
-    matches either the compressed or the uncompressed key serialization: both
-    belong to whoever holds the private key."""
-    if kind is ClaimedSigner.PUBLIC_KEY:
-        claimed = parse_public_key(claimed)
-    elif len(claimed) != ADDRESS_SIZE:
+    InvalidSignature (InvalidKeyFormat if ``claimed`` is malformed). A public key
+    matches in any of its three encodings; a hash160 matches either the compressed
+    or the uncompressed key serialization: both belong to whoever holds the
+    private key. A claim equal to the recovered (valid) key is valid itself, so it
+    is parsed only when it does not match."""
+    if kind is not ClaimedSigner.PUBLIC_KEY and len(claimed) != ADDRESS_SIZE:
         raise InvalidKeyFormat(
             f"{kind.value} must be {ADDRESS_SIZE} bytes, got {len(claimed)}",
             field="public_key",
             expected=ADDRESS_SIZE,
             length=len(claimed),
         )
-    if claimed not in _signer_ids(parse_public_key(recovered), kind):
-        raise InvalidSignature(
-            f"signature was made by a different key than the claimed {kind.value}",
-            field="signature",
-            reason="signer_mismatch",
-        )
+    if claimed in _signer_ids(_uncompressed(recovered), kind):
+        return
+    if kind is ClaimedSigner.PUBLIC_KEY:
+        parse_public_key(claimed)
+    raise InvalidSignature(
+        f"signature was made by a different key than the claimed {kind.value}",
+        field="signature",
+        reason="signer_mismatch",
+    )
 
 
 def signature_from_der(der: bytes) -> bytes:

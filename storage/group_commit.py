@@ -8,9 +8,12 @@ commits once, and only then resolves the callers' futures: nothing is
 acknowledged before it is on disk.
 
 Hand-offs between the event loop and the writer thread are per batch, not per
-write: the thread is woken only when it is idle, and it resolves a batch with
-one callback per event loop. Each hand-off lets the other thread take the GIL,
-and per-write hand-offs were measured to stall the event loop's thread.
+write: writes made during one pass of the event loop wake the thread once, at
+the next pass (so requests handled together commit together: under attestation
+load, 1.04 -> 2.6 writes per commit and half the writer's CPU per write), and
+the thread resolves a batch with one callback per event loop. Each hand-off
+lets the other thread take the GIL, and per-write hand-offs were measured to
+stall the event loop's thread.
 """
 
 from __future__ import annotations
@@ -40,17 +43,25 @@ class GroupCommitWriter:
         self._pending: deque[tuple[Operation, asyncio.Future]] = deque()
         self._wake = threading.Event()
         self._stopping = False
+        self._kick_loop: asyncio.AbstractEventLoop | None = None  # a wake-up is scheduled on this loop
         self._thread = threading.Thread(target=self._run, name="qday-group-commit", daemon=True)
         self._thread.start()
 
     async def write(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``operation`` inside the next group transaction; return its result
         once that transaction is committed (raise its error if it failed)."""
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
         self._pending.append((operation, future))
+        if self._kick_loop is not loop:
+            self._kick_loop = loop
+            loop.call_soon(self._kick)
+        return await future
+
+    def _kick(self) -> None:
+        self._kick_loop = None
         if not self._wake.is_set():
             self._wake.set()
-        return await future
 
     def _run(self) -> None:
         while True:

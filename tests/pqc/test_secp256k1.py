@@ -189,6 +189,11 @@ def test_claimed_key_formats() -> None:
         pqc.require_signer(uncompressed, other)
     pqc.require_signer(uncompressed, pqc.hash160(uncompressed), ClaimedSigner.HASH160)
     pqc.require_signer(uncompressed, pqc.hash160(key.format()), ClaimedSigner.HASH160)
+    # a recovered key in another encoding is parsed first, with the same outcomes
+    pqc.require_signer(key.format(), uncompressed)
+    pqc.require_signer(uncompressed[1:], pqc.evm_address(uncompressed), ClaimedSigner.EVM_ADDRESS)
+    with pytest.raises(InvalidSignature):
+        pqc.require_signer(key.format(), other)
 
 
 def test_verify_rejects_wrong_digest_and_key() -> None:
