@@ -61,6 +61,14 @@ def resolve_address(address: str, chain: str | None, environment: Environment) -
     return parse_address(address, chain_id, _network(environment))
 
 
+@functools.lru_cache(maxsize=4096)
+def _scan_target(address: str, chain: str | None, environment: Environment) -> tuple[Address, str]:
+    """``resolve_address`` with the canonical text of the result (an EIP-55 checksum
+    costs a keccak), both remembered for the cached-scan path."""
+    target = resolve_address(address, chain, environment)
+    return target, str(target)
+
+
 def candidate_chains(address: str, environment: Environment) -> list[Chain]:
     """Every chain the address could belong to (all 15 for an EVM address)."""
     return detect_chains(address, _network(environment))
@@ -85,16 +93,16 @@ class ScanService:
         than its TTL (longer for results of the daily pipeline run), or when asked;
         SCAN_003 for an address with no activity."""
         env = environment_of(principal)
-        target = resolve_address(address, chain, env)
+        target, text = _scan_target(address, chain, env)
         chain_id = target.chain
-        stored = self._store.latest_result(principal.account.id, env, chain_id.value, str(target))
+        stored = self._store.latest_result(principal.account.id, env, chain_id.value, text)
         now = self._clock.now()
         if stored is not None and not refresh and now - stored.scanned_at < self._ttl[stored.source]:
             return ScanOutcome(stored, cached=True)
         observation = await self._observe(env, target)
         if not observation.has_activity:
-            raise AddressNotFound(f"{target} has no activity on {chain_id.value}", chain=chain_id.value,
-                                  address=str(target))
+            raise AddressNotFound(f"{text} has no activity on {chain_id.value}", chain=chain_id.value,
+                                  address=text)
         price = await self._prices[env].price(observation.symbol, PRICE_WAIT_SECONDS)
         risk = score_observation(observation, price, self._readiness)
         record = scan_record(observation, risk, principal.account.id, env, now, "api")
