@@ -160,7 +160,8 @@ def _open_resources(app: Sanic) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     secrets = Secrets(load_master_secret(settings.secret_key, settings.secrets_dir))
     ctx.db = open_database(settings.operational_db, settings.sqlite_synchronous)
-    ctx.store = SqliteStore(ctx.db)
+    ctx.writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous)
+    ctx.store = SqliteStore(ctx.db, bookkeeping=ctx.writer)
     # One worker counts exactly in memory; several share counters through SQLite.
     ctx.limiter = SqliteRateLimiter(settings.ratelimit_db) if settings.workers > 1 else MemoryRateLimiter()
     ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
@@ -169,7 +170,6 @@ def _open_resources(app: Sanic) -> None:
         SessionCodec(settings.key_token, secrets.session_key), ctx.clock,
         settings.session_ttl_seconds, settings.rotation_grace_seconds,
     )
-    ctx.writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous)
     ctx.attestations = AttestationService(
         SqliteAttestationStore(ctx.db, ctx.writer), ctx.clock, secrets.challenge_key, settings.public_domain,
         settings.challenge_ttl_seconds,

@@ -19,6 +19,7 @@ stall the event loop's thread.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import threading
 from collections import deque
@@ -32,7 +33,8 @@ from storage.sqlite import connect
 T = TypeVar("T")
 MAX_BATCH = 256
 Operation = Callable[[sqlite3.Connection], Any]
-_Outcome = tuple[asyncio.Future, Any, BaseException | None]
+_Outcome = tuple[asyncio.Future | None, Any, BaseException | None]  # no future: nobody waits (submit)
+log = logging.getLogger(__name__)
 
 
 class GroupCommitWriter:
@@ -40,7 +42,7 @@ class GroupCommitWriter:
 
     def __init__(self, path: Path, synchronous: str = "FULL") -> None:
         self._conn = connect(path, synchronous)
-        self._pending: deque[tuple[Operation, asyncio.Future]] = deque()
+        self._pending: deque[tuple[Operation, asyncio.Future | None]] = deque()
         self._wake = threading.Event()
         self._stopping = False
         self._kick_loop: asyncio.AbstractEventLoop | None = None  # a wake-up is scheduled on this loop
@@ -53,10 +55,25 @@ class GroupCommitWriter:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         self._pending.append((operation, future))
+        self._schedule_kick(loop)
+        return await future
+
+    def submit(self, operation: Operation) -> None:
+        """Queue a write that nobody waits for (bookkeeping, such as an API key's
+        last-used time): it joins the next group transaction, so the caller never
+        waits for SQLite's write lock; a failure is logged, not raised."""
+        self._pending.append((operation, None))
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._kick()
+            return
+        self._schedule_kick(loop)
+
+    def _schedule_kick(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._kick_loop is not loop:
             self._kick_loop = loop
             loop.call_soon(self._kick)
-        return await future
 
     def _kick(self) -> None:
         self._kick_loop = None
@@ -75,7 +92,7 @@ class GroupCommitWriter:
             if self._stopping:
                 return
 
-    def _commit(self, batch: list[tuple[Operation, asyncio.Future]]) -> list[_Outcome]:
+    def _commit(self, batch: list[tuple[Operation, asyncio.Future | None]]) -> list[_Outcome]:
         outcomes: list[_Outcome] = []
         try:
             self._conn.execute("BEGIN IMMEDIATE")
@@ -112,7 +129,12 @@ def _resolve_all(outcomes: list[_Outcome]) -> None:
     """Hand each event loop its share of a committed batch in one callback."""
     by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
     for outcome in outcomes:
-        by_loop.setdefault(outcome[0].get_loop(), []).append(outcome)
+        future, _, error = outcome
+        if future is None:
+            if error is not None:
+                log.warning("a queued write nobody waits for failed: %s", error)
+            continue
+        by_loop.setdefault(future.get_loop(), []).append(outcome)
     for loop, share in by_loop.items():
         try:
             loop.call_soon_threadsafe(_resolve, share)
@@ -122,7 +144,7 @@ def _resolve_all(outcomes: list[_Outcome]) -> None:
 
 def _resolve(outcomes: list[_Outcome]) -> None:
     for future, result, error in outcomes:
-        if future.cancelled():
+        if future is None or future.cancelled():
             continue
         if error is None:
             future.set_result(result)

@@ -14,11 +14,15 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
 from storage.models import Account, ApiKey, Environment, KeyType, Plan
 from storage.row_cache import RowCache
+
+if TYPE_CHECKING:
+    from storage.group_commit import GroupCommitWriter  # imports this module
 
 _BUSY_TIMEOUT_MS = 5000
 log = logging.getLogger(__name__)
@@ -154,6 +158,10 @@ def open_database(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
     return conn
 
 
+def _touch(c: sqlite3.Connection, key_id: str, at: datetime) -> None:
+    c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (ts(at), key_id))
+
+
 class SqliteStore:
     """``Store`` (accounts and API keys) on a connection from ``open_database``.
 
@@ -168,8 +176,12 @@ class SqliteStore:
 
     _AUTH_CACHE_SIZE = 10_000
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, bookkeeping: GroupCommitWriter | None = None) -> None:
+        """``bookkeeping``: where writes nobody waits for go (the API passes its
+        group-commit writer, so they never wait for the write lock on the event
+        loop); without it they commit on ``conn`` before returning."""
         self._conn = conn
+        self._bookkeeping = bookkeeping
         self._beacon = ChangeBeacon.beside(conn)
         self._auth_watch = StampWatch(self._beacon, Topic.AUTH)
         self._auth_cache: RowCache[bytes, tuple[ApiKey, Account]] = RowCache(self._AUTH_CACHE_SIZE)
@@ -287,12 +299,18 @@ class SqliteStore:
         """Record that the key was used at ``at``, if the store can take the write.
 
         Best effort: this runs inside every authenticated request, reads included, and
-        a last-used time is bookkeeping. A full or read-only store must refuse the
-        writes the caller asked for (SRV_002), not every read whose key is due a touch.
+        a last-used time is bookkeeping. With a bookkeeping writer it is queued there
+        and the request goes on at once: another process holding the write lock (a
+        pipeline publishing, an analyst's transaction) must not stall every request
+        whose key is due a touch. A full or read-only store must refuse the writes the
+        caller asked for (SRV_002), not every read whose key is due a touch.
         """
+        if self._bookkeeping is not None:
+            self._bookkeeping.submit(lambda c: _touch(c, key_id, at))
+            return
         try:
             with write_transaction(self._conn) as c:
-                c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (ts(at), key_id))
+                _touch(c, key_id, at)
         except StoreUnavailable as exc:
             log.warning("last-used time of key %s not recorded: %s", key_id, exc)
 

@@ -18,6 +18,7 @@ connection, attestations through the group-commit writer.
 from __future__ import annotations
 
 import os
+import time
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -193,3 +194,31 @@ async def test_read_only_store_refuses_writes_with_503_and_recovers(store_app):
 
     _pragma(app, "PRAGMA query_only = OFF")  # the volume is writable again
     await _recovers(writer, path, baseline)
+
+
+async def test_a_write_lock_held_elsewhere_does_not_stall_authenticated_reads(store_app):
+    """A pipeline publishing or an analyst's open transaction holds SQLite's write lock:
+    a read whose key is due a last-used update must not wait for it on the event loop
+    (the busy timeout is 5 s, during which every other request would wait too)."""
+    app, clock, writer, path = store_app
+    key_id = writer.tenant.keys["secret_live"]["id"]
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        clock.advance(120)  # the key is due a last-used update
+        started = time.monotonic()  # the app runs on this thread's loop: a wait in it would be inside here
+        r = await writer.client.get("/v1/watchlist", headers=writer.tenant.auth("secret_live"))
+        waited = time.monotonic() - started
+        assert r.status_code == 200, r.text
+        assert waited < 2.5, f"the request waited {waited:.1f} s behind the write lock"
+        (last_used,) = holder.execute("SELECT last_used_at FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+    finally:
+        holder.rollback()
+        holder.close()
+    await app.ctx.writer.write(lambda c: None)  # queued before this write: committed with it or earlier
+    db = sqlite3.connect(path)
+    try:
+        (recorded,) = db.execute("SELECT last_used_at FROM api_keys WHERE id = ?", (key_id,)).fetchone()
+    finally:
+        db.close()
+    assert recorded is not None and recorded != last_used, "the queued last-used update was lost"

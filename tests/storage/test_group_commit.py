@@ -71,3 +71,24 @@ async def test_read_only_database_gives_store_unavailable(tmp_path):
             await w.write(_insert("x"))
     finally:
         w.close()
+
+
+async def test_submitted_writes_commit_in_order_and_their_failures_are_logged(writer, caplog):
+    w, path = writer
+
+    def broken(c: sqlite3.Connection) -> None:
+        raise ValueError("bookkeeping rejected")
+
+    w.submit(_insert("queued"))
+    w.submit(broken)
+    last = await w.write(_insert("awaited"))  # queued after both: they are committed by now
+    values = [r[0] for r in sqlite3.connect(path).execute("SELECT v FROM t ORDER BY id")]
+    assert values == ["queued", "awaited"] and last == 2
+    assert "bookkeeping rejected" in caplog.text
+
+
+def test_submit_outside_an_event_loop_wakes_the_writer(writer):
+    w, path = writer
+    w.submit(_insert("from a plain thread"))
+    w.close()  # commits what is queued
+    assert sqlite3.connect(path).execute("SELECT v FROM t").fetchall() == [("from a plain thread",)]
