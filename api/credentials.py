@@ -40,23 +40,31 @@ class Secrets:
 
 def load_master_secret(configured_hex: str, secrets_dir: Path) -> bytes:
     """The configured master secret, or the one kept in ``secrets_dir`` (created
-    on first start with owner-only permissions; concurrent starters agree)."""
+    on first start with owner-only permissions; concurrent starters agree: the
+    file appears under its name only once written in full, so a worker starting
+    beside another never reads it half-made)."""
     if configured_hex:
         return bytes.fromhex(configured_hex)
     secrets_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = secrets_dir / "master.key"
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        text = path.read_text().strip()
-        if len(text) < 64:
-            raise ValueError(f"{path} is truncated or empty; restore it or remove it to start afresh") from None
-        return bytes.fromhex(text)
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(32))
-        f.flush()
-        os.fsync(f.fileno())
-    return bytes.fromhex(path.read_text().strip())
+    if not path.exists():
+        draft = secrets_dir / f".master.key.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_hex(32))
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(draft, path)  # atomic, and never replaces a key another starter put there first
+            except FileExistsError:
+                pass
+        finally:
+            draft.unlink()
+    text = path.read_text().strip()
+    if len(text) < 64:
+        raise ValueError(f"{path} is truncated or empty; restore it or remove it to start afresh")
+    return bytes.fromhex(text)
 
 
 @dataclass(frozen=True, slots=True)
