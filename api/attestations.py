@@ -120,9 +120,9 @@ class AttestationService:
 
     # --- keys -------------------------------------------------------------------------
 
-    def record_generated(self, principal: Principal, keypair: pqc.KeyPair, chain: str) -> PqKey:
+    async def record_generated(self, principal: Principal, keypair: pqc.KeyPair, chain: str) -> PqKey:
         """Register the public half of a key pair the server generated (never the private half)."""
-        return self._store.add_pq_key(self._pq_key(principal, keypair.algorithm, chain, keypair.public_key,
+        return await self._store.add_pq_key(self._pq_key(principal, keypair.algorithm, chain, keypair.public_key,
                                                    KeyOrigin.GENERATED))
 
     def _pq_key(self, principal: Principal, algorithm: pqc.Algorithm, chain: str, public_key: bytes,
@@ -150,9 +150,9 @@ class AttestationService:
         if self._clock.now() >= claims.expires_at:
             raise ApiError("PQC_005", "challenge has expired; request a new one", field="challenge", reason="expired")
 
-    def register(self, principal: Principal, algorithm: pqc.Algorithm, chain: str, public_key: bytes) -> PqKey:
+    async def register(self, principal: Principal, algorithm: pqc.Algorithm, chain: str, public_key: bytes) -> PqKey:
         """Register a key whose possession was proven (idempotent)."""
-        return self._store.add_pq_key(self._pq_key(principal, algorithm, chain, public_key, KeyOrigin.REGISTERED))
+        return await self._store.add_pq_key(self._pq_key(principal, algorithm, chain, public_key, KeyOrigin.REGISTERED))
 
     def list_keys(self, principal: Principal) -> list[PqKey]:
         """The caller's registered keys in its environment."""
@@ -160,7 +160,7 @@ class AttestationService:
 
     # --- attestations ---------------------------------------------------------------------
 
-    def issue_statement(self, principal: Principal, chain: str, claimed: ClaimedSigner, algorithm: pqc.Algorithm,
+    async def issue_statement(self, principal: Principal, chain: str, claimed: ClaimedSigner, algorithm: pqc.Algorithm,
                         pqc_public_key: bytes) -> AttestationChallenge:
         """A single-use statement binding this service, the chain and both keys."""
         now = self._clock.now()
@@ -168,7 +168,7 @@ class AttestationService:
                                      pqc.public_key_fingerprint(pqc_public_key), now, now + self._ttl)
         challenge = AttestationChallenge(new_id("chl"), principal.account.id, environment_of(principal), text,
                                          statement_hash(text.encode()), now + self._ttl, now)
-        self._store.add_challenge(challenge)
+        await self._store.add_challenge(challenge)
         return challenge
 
     def _strict_challenge(self, principal: Principal, h: HybridInput) -> AttestationChallenge:

@@ -133,19 +133,19 @@ class ScanService:
 
     # --- watch list ---------------------------------------------------------------------
 
-    def watch(self, principal: Principal, address: str, chain: str | None, label: str | None) -> WatchedAddress:
+    async def watch(self, principal: Principal, address: str, chain: str | None, label: str | None) -> WatchedAddress:
         """Add an address (validated, canonical form) to the caller's watch list."""
         env = environment_of(principal)
         target = resolve_address(address, chain, env)
         entry = WatchedAddress(new_id("wat"), principal.account.id, env, target.chain.value, str(target), label,
                                self._clock.now())
-        return self._store.watch(entry)
+        return await self._store.watch(entry)
 
     def watchlist(self, principal: Principal) -> list[WatchedAddress]:
         """The caller's watched addresses."""
         return self._store.watchlist(principal.account.id, environment_of(principal))
 
-    def unwatch(self, principal: Principal, entry_id: str) -> None:
+    async def unwatch(self, principal: Principal, entry_id: str) -> None:
         """Stop watching an address (REQ_005 when it is not the caller's)."""
-        if not self._store.unwatch(principal.account.id, environment_of(principal), entry_id):
+        if not await self._store.unwatch(principal.account.id, environment_of(principal), entry_id):
             raise ApiError("REQ_005", f"no watch-list entry {entry_id[:40]}", id=entry_id[:40])

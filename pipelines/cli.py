@@ -7,10 +7,11 @@ same way as ``qday serve`` (``--data-dir``, ``--config``, ``QDAY_*``).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import csv
 import io
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -229,9 +230,9 @@ def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
 # --- qday watch import ------------------------------------------------------------------
 
 
-def import_watchlist(rows: Iterable[tuple[int, dict[str, Any]]], *, account_id: str, environment: str,
-                     watch: Callable[[Any], Any], now: Callable[[], datetime]
-                     ) -> tuple[list[tuple[int, str]], int, list[tuple[int, str]]]:
+async def import_watchlist(rows: Iterable[tuple[int, dict[str, Any]]], *, account_id: str, environment: str,
+                           watch: Callable[[Any], Awaitable[Any]], now: Callable[[], datetime]
+                           ) -> tuple[list[tuple[int, str]], int, list[tuple[int, str]]]:
     """Validate and add (line number, CSV row) pairs; returns (imported (line, address)
     pairs, already watched count, rejected (line, reason) pairs). ``watch`` is
     ``SqliteScanStore.watch`` (idempotent per account, environment, chain and address)."""
@@ -266,7 +267,7 @@ def import_watchlist(rows: Iterable[tuple[int, dict[str, Any]]], *, account_id: 
             rejected.append((line, f"{exc.code}: {exc}"))
             continue
         entry = WatchedAddress(new_id("wat"), account_id, env, target.chain.value, str(target), label, now())
-        stored = watch(entry)
+        stored = await watch(entry)
         if stored.id == entry.id:
             imported.append((line, f"{target.chain.value}:{target}"))
         else:
@@ -301,10 +302,10 @@ def cmd_watch_import(args: argparse.Namespace, settings: Settings) -> int:
             return 2
         account = found[0]
         rows = ((reader.line_num, row) for row in reader)
-        imported, existing, rejected = import_watchlist(
+        imported, existing, rejected = asyncio.run(import_watchlist(
             rows, account_id=account.id, environment=args.environment,
             watch=SqliteScanStore(conn).watch, now=lambda: datetime.now(UTC),
-        )
+        ))
     finally:
         conn.close()
     for line, reason in rejected:

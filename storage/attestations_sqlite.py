@@ -8,7 +8,7 @@ from datetime import datetime
 from storage.group_commit import GroupCommitWriter
 from storage.models import Attestation, AttestationChallenge, Environment, KeyOrigin, PqKey
 from storage.row_cache import RowCache
-from storage.sqlite import dt, ts, write_transaction
+from storage.sqlite import dt, ts
 
 _PQ_COLUMNS = "id, account_id, environment, algorithm, chain, public_key, fingerprint, origin, created_at"
 _CHALLENGE_COLUMNS = "id, account_id, environment, statement, statement_hash, expires_at, created_at, used_at"
@@ -38,7 +38,8 @@ def _attestation(row: tuple) -> Attestation:
 
 class SqliteAttestationStore:
     """Attestation state: reads on a connection from ``storage.sqlite.open_database``,
-    attestation inserts through the group-commit writer (the hot write path).
+    every write through the group-commit writer (attestations are the hot path; keys
+    and statements go there too, so no write waits for SQLite's lock on the event loop).
 
     Registered keys are looked up on every attestation. Their rows are never
     updated or deleted, so a key once found is remembered (a bounded cache) and
@@ -52,22 +53,10 @@ class SqliteAttestationStore:
         self._writer = writer
         self._keys: RowCache[tuple[str, Environment, str, str], PqKey] = RowCache(self._KEY_CACHE_SIZE)
 
-    def add_pq_key(self, key: PqKey) -> PqKey:
+    async def add_pq_key(self, key: PqKey) -> PqKey:
         """Register a public key; when the account already has it in this
         environment, return the existing record instead (idempotent)."""
-        with write_transaction(self._conn) as c:
-            c.execute(
-                f"INSERT INTO pq_keys ({_PQ_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)"
-                " ON CONFLICT (account_id, environment, algorithm, fingerprint) DO NOTHING",
-                (key.id, key.account_id, key.environment.value, key.algorithm, key.chain, key.public_key,
-                 key.fingerprint, key.origin.value, ts(key.created_at)),
-            )
-            row = c.execute(
-                f"SELECT {_PQ_COLUMNS} FROM pq_keys WHERE account_id = ? AND environment = ? AND algorithm = ?"
-                " AND fingerprint = ?",
-                (key.account_id, key.environment.value, key.algorithm, key.fingerprint),
-            ).fetchone()
-        return _pq_key(row)
+        return await self._writer.write(lambda c: _insert_pq_key(c, key))
 
     def pq_key_by_fingerprint(self, account_id: str, environment: Environment, algorithm: str,
                               fingerprint: str) -> PqKey | None:
@@ -91,14 +80,9 @@ class SqliteAttestationStore:
         )
         return [_pq_key(r) for r in rows]
 
-    def add_challenge(self, challenge: AttestationChallenge) -> None:
-        """Store a newly issued challenge."""
-        with write_transaction(self._conn) as c:
-            c.execute(
-                f"INSERT INTO attestation_challenges ({_CHALLENGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
-                (challenge.id, challenge.account_id, challenge.environment.value, challenge.statement,
-                 challenge.statement_hash, ts(challenge.expires_at), ts(challenge.created_at), ts(challenge.used_at)),
-            )
+    async def add_challenge(self, challenge: AttestationChallenge) -> None:
+        """Store a newly issued challenge (durable when this returns)."""
+        await self._writer.write(lambda c: _insert_challenge(c, challenge))
 
     def challenge_by_statement(self, account_id: str, environment: Environment,
                                statement_hash: bytes) -> AttestationChallenge | None:
@@ -123,6 +107,29 @@ class SqliteAttestationStore:
             (attestation_id, account_id, environment.value),
         ).fetchone()
         return None if row is None else _attestation(row)
+
+
+def _insert_pq_key(c: sqlite3.Connection, key: PqKey) -> PqKey:
+    c.execute(
+        f"INSERT INTO pq_keys ({_PQ_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)"
+        " ON CONFLICT (account_id, environment, algorithm, fingerprint) DO NOTHING",
+        (key.id, key.account_id, key.environment.value, key.algorithm, key.chain, key.public_key,
+         key.fingerprint, key.origin.value, ts(key.created_at)),
+    )
+    row = c.execute(
+        f"SELECT {_PQ_COLUMNS} FROM pq_keys WHERE account_id = ? AND environment = ? AND algorithm = ?"
+        " AND fingerprint = ?",
+        (key.account_id, key.environment.value, key.algorithm, key.fingerprint),
+    ).fetchone()
+    return _pq_key(row)
+
+
+def _insert_challenge(c: sqlite3.Connection, challenge: AttestationChallenge) -> None:
+    c.execute(
+        f"INSERT INTO attestation_challenges ({_CHALLENGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
+        (challenge.id, challenge.account_id, challenge.environment.value, challenge.statement,
+         challenge.statement_hash, ts(challenge.expires_at), ts(challenge.created_at), ts(challenge.used_at)),
+    )
 
 
 def _insert_attestation(c: sqlite3.Connection, a: Attestation, now: datetime) -> bool:

@@ -71,7 +71,7 @@ class AttestationStore(Protocol):
     """Registered post-quantum keys, attestation challenges and attestations,
     always scoped by account and environment."""
 
-    def add_pq_key(self, key: PqKey) -> PqKey:
+    async def add_pq_key(self, key: PqKey) -> PqKey:
         """Register a public key; when the account already has it in this
         environment, return the existing record instead (idempotent)."""
 
@@ -82,7 +82,7 @@ class AttestationStore(Protocol):
     def list_pq_keys(self, account_id: str, environment: Environment) -> list[PqKey]:
         """The account's registered keys in one environment, oldest first."""
 
-    def add_challenge(self, challenge: AttestationChallenge) -> None:
+    async def add_challenge(self, challenge: AttestationChallenge) -> None:
         """Store a newly issued challenge."""
 
     def challenge_by_statement(self, account_id: str, environment: Environment,
@@ -101,10 +101,10 @@ class AttestationStore(Protocol):
 class ScanStore(Protocol):
     """Watch lists and latest scan results, scoped by account and environment."""
 
-    def watch(self, entry: WatchedAddress) -> WatchedAddress:
+    async def watch(self, entry: WatchedAddress) -> WatchedAddress:
         """Add an address to a watch list; the existing entry when already watched."""
 
-    def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
+    async def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
         """Remove an entry; False when it is not the account's."""
 
     def watchlist(self, account_id: str, environment: Environment) -> list[WatchedAddress]:

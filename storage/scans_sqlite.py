@@ -6,10 +6,10 @@ import sqlite3
 from datetime import datetime
 
 from storage.beacon import ChangeBeacon, StampWatch, Topic
-from storage.group_commit import GroupCommitWriter
+from storage.group_commit import GroupCommitWriter, commit
 from storage.models import Environment, ScanResult, WatchedAddress
 from storage.row_cache import RowCache
-from storage.sqlite import dt, ts, write_transaction
+from storage.sqlite import dt, ts
 
 _WATCH_COLUMNS = "id, account_id, environment, chain, address, label, created_at"
 _RESULT_COLUMNS = (
@@ -27,9 +27,25 @@ def _result(row: tuple) -> ScanResult:
                       dt(row[8]), dt(row[9]), row[10])  # type: ignore[arg-type]
 
 
+def _insert_watched(c: sqlite3.Connection, entry: WatchedAddress) -> WatchedAddress:
+    c.execute(
+        f"INSERT INTO watchlist ({_WATCH_COLUMNS}) VALUES (?,?,?,?,?,?,?)"
+        " ON CONFLICT (account_id, environment, chain, address) DO NOTHING",
+        (entry.id, entry.account_id, entry.environment.value, entry.chain, entry.address, entry.label,
+         ts(entry.created_at)),
+    )
+    row = c.execute(
+        f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ? AND chain = ?"
+        " AND address = ?",
+        (entry.account_id, entry.environment.value, entry.chain, entry.address),
+    ).fetchone()
+    return _watched(row)
+
+
 class SqliteScanStore:
-    """Watch lists (small transactions on the caller's connection) and scan results
-    (through the group-commit writer: the pipelines publish thousands at once).
+    """Watch lists and scan results; writes go through the group-commit writer when
+    there is one (the API's; the pipelines publish thousands of results at once),
+    else straight to the connection.
 
     Cached scans read the latest result on every request, so results read are
     remembered until the change beacon says results changed (``save_results``
@@ -45,28 +61,18 @@ class SqliteScanStore:
         self._results_watch = StampWatch(self._beacon, Topic.SCANS)
         self._results: RowCache[tuple[str, Environment, str, str], ScanResult] = RowCache(self._RESULT_CACHE_SIZE)
 
-    def watch(self, entry: WatchedAddress) -> WatchedAddress:
+    async def watch(self, entry: WatchedAddress) -> WatchedAddress:
         """Add an address to a watch list; the existing entry when already watched."""
-        with write_transaction(self._conn) as c:
-            c.execute(
-                f"INSERT INTO watchlist ({_WATCH_COLUMNS}) VALUES (?,?,?,?,?,?,?)"
-                " ON CONFLICT (account_id, environment, chain, address) DO NOTHING",
-                (entry.id, entry.account_id, entry.environment.value, entry.chain, entry.address, entry.label,
-                 ts(entry.created_at)),
-            )
-            row = c.execute(
-                f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ? AND chain = ?"
-                " AND address = ?",
-                (entry.account_id, entry.environment.value, entry.chain, entry.address),
-            ).fetchone()
-        return _watched(row)
+        return await commit(self._writer, self._conn, lambda c: _insert_watched(c, entry))
 
-    def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
+    async def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
         """Remove an entry; False when it is not the account's."""
-        with write_transaction(self._conn) as c:
+        def delete(c: sqlite3.Connection) -> bool:
             cur = c.execute("DELETE FROM watchlist WHERE id = ? AND account_id = ? AND environment = ?",
                             (entry_id, account_id, environment.value))
-        return cur.rowcount == 1
+            return cur.rowcount == 1
+
+        return await commit(self._writer, self._conn, delete)
 
     def watchlist(self, account_id: str, environment: Environment) -> list[WatchedAddress]:
         """The account's watched addresses in one environment, oldest first."""
@@ -117,9 +123,5 @@ class SqliteScanStore:
             " scanned_at = excluded.scanned_at, source = excluded.source"
             " WHERE excluded.data_as_of >= scan_results.data_as_of"
         )
-        if self._writer is None:
-            with write_transaction(self._conn) as c:
-                c.executemany(sql, rows)
-        else:
-            await self._writer.write(lambda c: c.executemany(sql, rows))
+        await commit(self._writer, self._conn, lambda c: c.executemany(sql, rows))
         self._beacon.announce(Topic.SCANS)

@@ -68,7 +68,7 @@ async def issue_statement(request: Request, body: StatementRequest) -> HTTPRespo
     if len(pqc_public_key) != expected:
         raise ApiError("PQC_002", f"{algorithm.value} public keys are {expected} bytes, got {len(pqc_public_key)}",
                        field="pqcPublicKey")
-    challenge = request.app.ctx.attestations.issue_statement(request.ctx.principal, chain.value, claimed, algorithm,
+    challenge = await request.app.ctx.attestations.issue_statement(request.ctx.principal, chain.value, claimed, algorithm,
                                                              pqc_public_key)
     out = StatementOut(id=challenge.id, statement=challenge.statement, message=challenge.statement.encode().hex(),
                        expires_at=iso(challenge.expires_at))

@@ -88,7 +88,7 @@ async def generate_key(request: Request, body: GenerateKeyRequest) -> HTTPRespon
         raise
     except Exception as exc:
         raise ApiError("GEN_002", "key generation failed; nothing was stored") from exc
-    record = ctx.attestations.record_generated(request.ctx.principal, keypair, chain)
+    record = await ctx.attestations.record_generated(request.ctx.principal, keypair, chain)
     if body.format == "raw":
         headers = {"X-Key-Id": record.id, "X-Key-Fingerprint": record.fingerprint, "X-Key-Chain": chain,
                    "X-Created-At": iso(record.created_at)}
@@ -137,7 +137,7 @@ async def register_key(request: Request, body: RegisterKeyRequest) -> HTTPRespon
     ctx.attestations.check_registration(request.ctx.principal, algorithm, public_key, body.challenge)
     await run_verification(ctx.executor, algorithm.value, pqc.verify, algorithm, public_key, body.challenge.encode(), signature,
                        REGISTRATION_CONTEXT)
-    record = ctx.attestations.register(request.ctx.principal, algorithm, chain, public_key)
+    record = await ctx.attestations.register(request.ctx.principal, algorithm, chain, public_key)
     return ok(request, _pq_key_out(record), status=201)
 
 

@@ -57,7 +57,7 @@ async def detect(request: Request, body: DetectRequest) -> HTTPResponse:
 )
 async def watch(request: Request, body: WatchRequest) -> HTTPResponse:
     """Add an address to the caller's watch list (idempotent)."""
-    entry = request.app.ctx.scans.watch(request.ctx.principal, body.address, body.chain, body.label)
+    entry = await request.app.ctx.scans.watch(request.ctx.principal, body.address, body.chain, body.label)
     return ok(request, _watched_out(entry), status=201)
 
 
@@ -76,5 +76,5 @@ async def watchlist(request: Request) -> HTTPResponse:
 )
 async def unwatch(request: Request, entry_id: str) -> HTTPResponse:
     """Remove an entry from the caller's watch list."""
-    request.app.ctx.scans.unwatch(request.ctx.principal, entry_id)
+    await request.app.ctx.scans.unwatch(request.ctx.principal, entry_id)
     return no_content()

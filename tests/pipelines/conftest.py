@@ -4,6 +4,8 @@ the resources to hand to ``materialize``."""
 
 from __future__ import annotations
 
+import asyncio
+
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -86,7 +88,7 @@ class DataDir:
         try:
             entry = WatchedAddress(new_id("wat"), account_id, environment, chain, address, label,
                                    created_at or datetime.now(UTC))
-            return SqliteScanStore(conn).watch(entry)
+            return asyncio.run(SqliteScanStore(conn).watch(entry))
         finally:
             conn.close()
 

@@ -40,8 +40,8 @@ def api_like(db: str, account_id: str, addresses: list[str], stop: Any, reports:
                     report["reads"] += 1
                 store.watchlist(account_id, Environment.LIVE)
                 address = str(parse_address("0x" + f"{0xB000000 + n:040x}", "base"))
-                entry = store.watch(WatchedAddress(new_id("wat"), account_id, Environment.LIVE, "base", address,
-                                                   None, datetime.now(UTC)))
+                entry = asyncio.run(store.watch(WatchedAddress(new_id("wat"), account_id, Environment.LIVE, "base", address,
+                                                               None, datetime.now(UTC))))
                 report["watched"].append(entry.id)
                 now = datetime.now(UTC)
                 result = ScanResult(account_id, Environment.LIVE, "base", address, "{}", 10, "W1", "v", now, now, "api")

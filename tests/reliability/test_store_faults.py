@@ -17,9 +17,10 @@ connection, attestations through the group-commit writer.
 
 from __future__ import annotations
 
+import asyncio
 import os
-import time
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,3 +223,24 @@ async def test_a_write_lock_held_elsewhere_does_not_stall_authenticated_reads(st
     finally:
         db.close()
     assert recorded is not None and recorded != last_used, "the queued last-used update was lost"
+
+
+async def test_a_watch_list_write_waits_for_a_lock_held_elsewhere_without_stalling_others(store_app):
+    """The write a caller asked for waits for the lock (and is durable when answered),
+    but on the writer thread: other requests are answered meanwhile."""
+    _, _, writer, path = store_app
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        pending = asyncio.create_task(writer.watch())
+        await asyncio.sleep(0.05)  # the write starts and meets the lock
+        r = await writer.client.get("/v1/watchlist", headers=writer.tenant.auth("secret_live"))
+        assert r.status_code == 200, r.text
+        assert not pending.done(), "the write did not wait for the lock, or held the event loop until it gave up"
+    finally:
+        holder.rollback()
+        holder.close()
+    response = await pending
+    assert response.status_code == 201, response.text
+    listed = (await writer.client.get("/v1/watchlist", headers=writer.tenant.auth("secret_live"))).json()["data"]
+    assert response.json()["data"]["id"] in {w["id"] for w in listed}
