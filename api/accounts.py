@@ -66,10 +66,10 @@ class AccountService:
 
     # --- accounts -----------------------------------------------------------------
 
-    def register(self, email: str, name: str | None, password_hash: str) -> Account:
+    async def register(self, email: str, name: str | None, password_hash: str) -> Account:
         """Create a free-plan account; raises ``DuplicateEmail`` (ACC_001)."""
         account = Account(new_id("usr"), normalise_email(email), name, Plan.FREE, self._clock.now())
-        self._store.create_account(account, password_hash)
+        await self._store.create_account(account, password_hash)
         return account
 
     def stored_password_hash(self, email: str) -> tuple[Account | None, str | None]:
@@ -136,7 +136,7 @@ class AccountService:
                 " use a session token or a key of that environment",
             )
 
-    def create_key(self, principal: Principal, name: str, key_type: KeyType, environment: Environment) -> tuple[ApiKey, str]:
+    async def create_key(self, principal: Principal, name: str, key_type: KeyType, environment: Environment) -> tuple[ApiKey, str]:
         """A new API key for the caller's account; the full key string is returned once."""
         self._check_environment(principal, environment)
         generated = self._keys.generate(key_type, environment)
@@ -145,7 +145,7 @@ class AccountService:
             environment=environment, key_hash=generated.key_hash, prefix=generated.prefix,
             created_at=self._clock.now(),
         )
-        self._store.create_api_key(key)
+        await self._store.create_api_key(key)
         return key, generated.key
 
     def list_keys(self, principal: Principal) -> list[ApiKey]:
@@ -161,13 +161,13 @@ class AccountService:
         self._check_environment(principal, key.environment)
         return key
 
-    def delete_key(self, principal: Principal, key_id: str) -> None:
+    async def delete_key(self, principal: Principal, key_id: str) -> None:
         """Delete one of the caller's keys, effective immediately and for good."""
         self._own_key(principal, key_id)
-        if not self._store.delete_api_key(principal.account.id, key_id, self._clock.now()):
+        if not await self._store.delete_api_key(principal.account.id, key_id, self._clock.now()):
             raise ApiError("REQ_005", f"no API key {key_id} on this account", id=key_id)
 
-    def rotate_key(self, principal: Principal, key_id: str) -> tuple[ApiKey, str, datetime]:
+    async def rotate_key(self, principal: Principal, key_id: str) -> tuple[ApiKey, str, datetime]:
         """Replace a key with a new one of the same name, type and environment; the
         old one keeps working for the grace period (24 h) and then stops."""
         old = self._own_key(principal, key_id)
@@ -182,6 +182,6 @@ class AccountService:
             environment=old.environment, key_hash=generated.key_hash, prefix=generated.prefix, created_at=now,
         )
         expires = now + self._grace
-        if not self._store.rotate_api_key(principal.account.id, key_id, new, expires):
+        if not await self._store.rotate_api_key(principal.account.id, key_id, new, expires):
             raise ApiError("KEY_001", f"API key {key_id} was already rotated")
         return new, generated.key, expires

@@ -161,7 +161,7 @@ def _open_resources(app: Sanic) -> None:
     secrets = Secrets(load_master_secret(settings.secret_key, settings.secrets_dir))
     ctx.db = open_database(settings.operational_db, settings.sqlite_synchronous)
     ctx.writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous)
-    ctx.store = SqliteStore(ctx.db, bookkeeping=ctx.writer)
+    ctx.store = SqliteStore(ctx.db, ctx.writer)
     # One worker counts exactly in memory; several share counters through SQLite.
     ctx.limiter = SqliteRateLimiter(settings.ratelimit_db) if settings.workers > 1 else MemoryRateLimiter()
     ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")

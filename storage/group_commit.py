@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from storage.errors import StoreUnavailable
-from storage.sqlite import connect, write_transaction
+from storage.sqlite import connect
 
 T = TypeVar("T")
 MAX_BATCH = 256
@@ -123,18 +123,6 @@ class GroupCommitWriter:
         self._wake.set()
         self._thread.join(timeout=30)
         self._conn.close()
-
-
-async def commit(writer: GroupCommitWriter | None, conn: sqlite3.Connection,
-                 operation: Callable[[sqlite3.Connection], T]) -> T:
-    """Run ``operation`` in a write transaction: through ``writer`` when there is one
-    (an event loop then never waits for SQLite's write lock itself, which another
-    process may hold for up to the busy timeout), else directly on ``conn`` (tools,
-    tests, pipelines without a writer thread)."""
-    if writer is None:
-        with write_transaction(conn) as c:
-            return operation(c)
-    return await writer.write(operation)
 
 
 def _resolve_all(outcomes: list[_Outcome]) -> None:

@@ -27,7 +27,7 @@ from storage.models import (
 class Store(Protocol):
     """Operational state of accounts and API keys."""
 
-    def create_account(self, account: Account, password_hash: str) -> None:
+    async def create_account(self, account: Account, password_hash: str) -> None:
         """Insert a new account; raises ``DuplicateEmail`` if the email is taken."""
 
     def account_by_email(self, email: str) -> tuple[Account, str] | None:
@@ -39,7 +39,7 @@ class Store(Protocol):
     def set_plan(self, email: str, plan: Plan) -> Account:
         """Change an account's plan; raises ``AccountNotFound``."""
 
-    def create_api_key(self, key: ApiKey) -> None:
+    async def create_api_key(self, key: ApiKey) -> None:
         """Insert a new API key record."""
 
     def api_key_by_hash(self, key_hash: bytes) -> tuple[ApiKey, Account] | None:
@@ -51,10 +51,10 @@ class Store(Protocol):
     def list_api_keys(self, account_id: str, environment: Environment | None) -> list[ApiKey]:
         """The account's keys that are not deleted, oldest first."""
 
-    def delete_api_key(self, account_id: str, key_id: str, at: datetime) -> bool:
+    async def delete_api_key(self, account_id: str, key_id: str, at: datetime) -> bool:
         """Mark the key deleted at ``at``; False when it is not the account's live key."""
 
-    def rotate_api_key(self, account_id: str, old_id: str, new: ApiKey, old_expires_at: datetime) -> bool:
+    async def rotate_api_key(self, account_id: str, old_id: str, new: ApiKey, old_expires_at: datetime) -> bool:
         """Insert ``new`` and let the old key expire at ``old_expires_at``, atomically.
 
         False when the old key is not the account's, is deleted, or was rotated already.

@@ -6,10 +6,10 @@ import sqlite3
 from datetime import datetime
 
 from storage.beacon import ChangeBeacon, StampWatch, Topic
-from storage.group_commit import GroupCommitWriter, commit
+from storage.group_commit import GroupCommitWriter
 from storage.models import Environment, ScanResult, WatchedAddress
 from storage.row_cache import RowCache
-from storage.sqlite import dt, ts
+from storage.sqlite import commit, dt, ts
 
 _WATCH_COLUMNS = "id, account_id, environment, chain, address, label, created_at"
 _RESULT_COLUMNS = (

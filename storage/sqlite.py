@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 _BUSY_TIMEOUT_MS = 5000
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def ts(value: datetime | None) -> str | None:
@@ -150,6 +151,18 @@ def _api_key(row: tuple) -> ApiKey:
     )
 
 
+async def commit(writer: GroupCommitWriter | None, conn: sqlite3.Connection,
+                 operation: Callable[[sqlite3.Connection], T]) -> T:
+    """Run ``operation`` in a write transaction: through ``writer`` when there is one
+    (an event loop then never waits for SQLite's write lock itself, which another
+    process may hold for up to the busy timeout), else directly on ``conn`` (tools,
+    tests, pipelines without a writer thread)."""
+    if writer is None:
+        with write_transaction(conn) as c:
+            return operation(c)
+    return await writer.write(operation)
+
+
 def open_database(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
     """A connection to the operational store with every migration applied; one
     per process (or worker), shared by that process's repositories."""
@@ -176,25 +189,28 @@ class SqliteStore:
 
     _AUTH_CACHE_SIZE = 10_000
 
-    def __init__(self, conn: sqlite3.Connection, bookkeeping: GroupCommitWriter | None = None) -> None:
-        """``bookkeeping``: where writes nobody waits for go (the API passes its
-        group-commit writer, so they never wait for the write lock on the event
-        loop); without it they commit on ``conn`` before returning."""
+    def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter | None = None) -> None:
+        """``writer``: the API's group-commit writer, which account and key writes go
+        through, so the event loop never waits for SQLite's write lock itself (another
+        process may hold it up to the busy timeout); without one (tools, tests) they
+        commit on ``conn``."""
         self._conn = conn
-        self._bookkeeping = bookkeeping
+        self._writer = writer
         self._beacon = ChangeBeacon.beside(conn)
         self._auth_watch = StampWatch(self._beacon, Topic.AUTH)
         self._auth_cache: RowCache[bytes, tuple[ApiKey, Account]] = RowCache(self._AUTH_CACHE_SIZE)
         self._auth_cache_version = -1
 
-    def create_account(self, account: Account, password_hash: str) -> None:
+    async def create_account(self, account: Account, password_hash: str) -> None:
         """Insert a new account; raises ``DuplicateEmail`` if the email is taken."""
+        def insert(c: sqlite3.Connection) -> None:
+            c.execute(
+                "INSERT INTO accounts (id, email, name, plan, password_hash, created_at) VALUES (?,?,?,?,?,?)",
+                (account.id, account.email, account.name, account.plan.value, password_hash, ts(account.created_at)),
+            )
+
         try:
-            with write_transaction(self._conn) as c:
-                c.execute(
-                    "INSERT INTO accounts (id, email, name, plan, password_hash, created_at) VALUES (?,?,?,?,?,?)",
-                    (account.id, account.email, account.name, account.plan.value, password_hash, ts(account.created_at)),
-                )
+            await commit(self._writer, self._conn, insert)
         except sqlite3.IntegrityError:
             raise DuplicateEmail("an account with this email already exists", field="email") from None
 
@@ -224,10 +240,9 @@ class SqliteStore:
         self._beacon.announce(Topic.AUTH)
         return _account(row)
 
-    def create_api_key(self, key: ApiKey) -> None:
+    async def create_api_key(self, key: ApiKey) -> None:
         """Insert a new API key record."""
-        with write_transaction(self._conn) as c:
-            self._insert_key(c, key)
+        await commit(self._writer, self._conn, lambda c: self._insert_key(c, key))
 
     @staticmethod
     def _insert_key(c: sqlite3.Connection, key: ApiKey) -> None:
@@ -271,19 +286,22 @@ class SqliteStore:
             args += (environment.value,)
         return [_api_key(r) for r in self._conn.execute(sql + " ORDER BY created_at, id", args)]
 
-    def delete_api_key(self, account_id: str, key_id: str, at: datetime) -> bool:
+    async def delete_api_key(self, account_id: str, key_id: str, at: datetime) -> bool:
         """Mark the key deleted at ``at``; False when it is not the account's live key."""
-        with write_transaction(self._conn) as c:
+        def delete(c: sqlite3.Connection) -> bool:
             cur = c.execute(
                 "UPDATE api_keys SET deleted_at = ? WHERE id = ? AND account_id = ? AND deleted_at IS NULL",
                 (ts(at), key_id, account_id),
             )
-        self._beacon.announce(Topic.AUTH)
-        return cur.rowcount == 1
+            return cur.rowcount == 1
 
-    def rotate_api_key(self, account_id: str, old_id: str, new: ApiKey, old_expires_at: datetime) -> bool:
+        deleted = await commit(self._writer, self._conn, delete)
+        self._beacon.announce(Topic.AUTH)
+        return deleted
+
+    async def rotate_api_key(self, account_id: str, old_id: str, new: ApiKey, old_expires_at: datetime) -> bool:
         """Insert ``new`` and let the old key expire at ``old_expires_at``, atomically."""
-        with write_transaction(self._conn) as c:
+        def rotate(c: sqlite3.Connection) -> bool:
             cur = c.execute(
                 "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ? AND account_id = ?"
                 " AND deleted_at IS NULL AND replaced_by IS NULL",
@@ -292,6 +310,10 @@ class SqliteStore:
             if cur.rowcount != 1:
                 return False
             self._insert_key(c, new)
+            return True
+
+        if not await commit(self._writer, self._conn, rotate):
+            return False
         self._beacon.announce(Topic.AUTH)
         return True
 
@@ -299,14 +321,14 @@ class SqliteStore:
         """Record that the key was used at ``at``, if the store can take the write.
 
         Best effort: this runs inside every authenticated request, reads included, and
-        a last-used time is bookkeeping. With a bookkeeping writer it is queued there
+        a last-used time is bookkeeping. With a writer it is queued there
         and the request goes on at once: another process holding the write lock (a
         pipeline publishing, an analyst's transaction) must not stall every request
         whose key is due a touch. A full or read-only store must refuse the writes the
         caller asked for (SRV_002), not every read whose key is due a touch.
         """
-        if self._bookkeeping is not None:
-            self._bookkeeping.submit(lambda c: _touch(c, key_id, at))
+        if self._writer is not None:
+            self._writer.submit(lambda c: _touch(c, key_id, at))
             return
         try:
             with write_transaction(self._conn) as c:

@@ -53,7 +53,7 @@ async def register(request: Request, body: RegisterRequest) -> HTTPResponse:
     except PasswordPolicyError as exc:
         raise ApiError("ACC_003", str(exc), field="password") from None
     password_hash = await run_blocking(ctx.executor, ctx.passwords.hash, body.password)
-    account = ctx.accounts.register(body.email, body.name, password_hash)
+    account = await ctx.accounts.register(body.email, body.name, password_hash)
     return ok(request, _account_out(account), status=201)
 
 
@@ -83,7 +83,7 @@ async def login(request: Request, body: LoginRequest) -> HTTPResponse:
 )
 async def create_api_key(request: Request, body: CreateApiKeyRequest) -> HTTPResponse:
     """Create a publishable or secret key for the test or live environment."""
-    key, secret = request.app.ctx.accounts.create_key(
+    key, secret = await request.app.ctx.accounts.create_key(
         request.ctx.principal, body.name, KeyType(body.type), Environment(body.environment)
     )
     out = ApiKeyCreatedOut(
@@ -110,7 +110,7 @@ async def list_api_keys(request: Request) -> HTTPResponse:
 )
 async def delete_api_key(request: Request, key_id: str) -> HTTPResponse:
     """Delete a key; requests with it get AUTH_002 from now on."""
-    request.app.ctx.accounts.delete_key(request.ctx.principal, key_id)
+    await request.app.ctx.accounts.delete_key(request.ctx.principal, key_id)
     return no_content()
 
 
@@ -121,7 +121,7 @@ async def delete_api_key(request: Request, key_id: str) -> HTTPResponse:
 )
 async def rotate_api_key(request: Request, key_id: str) -> HTTPResponse:
     """Issue a replacement key; the old key stays active for exactly 24 hours."""
-    new, secret, old_expires = request.app.ctx.accounts.rotate_key(request.ctx.principal, key_id)
+    new, secret, old_expires = await request.app.ctx.accounts.rotate_key(request.ctx.principal, key_id)
     out = RotatedKeyOut(
         id=new.id, name=new.name, type=new.type.value, environment=new.environment.value, key=secret,
         prefix=new.prefix, created_at=iso(new.created_at), rotated_from=key_id,

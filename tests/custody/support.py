@@ -26,7 +26,7 @@ from api.ids import new_id
 from storage.custody import binding_for
 from storage.custody.pkcs11_softhsm import SOFTHSM_MODULE, SoftHsmLayout, _file_lock, ensure_softhsm_token
 from storage.models import Account, Environment, Plan
-from storage.sqlite import SqliteStore
+from storage.sqlite import ts
 
 SOFTHSM_AVAILABLE = Path(SOFTHSM_MODULE).is_file() and shutil.which("softhsm2-util") is not None
 requires_softhsm = pytest.mark.skipif(
@@ -105,5 +105,7 @@ def add_principal(db: sqlite3.Connection, plan: Plan = Plan.PRO,
     """A new account row on ``db`` and a secret-key principal for it."""
     account_id = new_id("usr")
     account = Account(account_id, f"{account_id}@example.com", None, plan, datetime(2026, 1, 1, tzinfo=UTC))
-    SqliteStore(db).create_account(account, "x")
+    # plain SQL: callers are plain and async tests alike, and the row is all they need
+    db.execute("INSERT INTO accounts (id, email, name, plan, password_hash, created_at) VALUES (?,?,?,?,?,?)",
+               (account.id, account.email, None, plan.value, "x", ts(account.created_at)))
     return Principal(account, "secret", new_id("key"), environment)

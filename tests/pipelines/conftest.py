@@ -77,7 +77,7 @@ class DataDir:
             if found is not None:
                 return found[0].id
             account = Account(new_id("usr"), email, None, Plan.FREE, datetime.now(UTC))
-            store.create_account(account, "not-a-real-hash")
+            asyncio.run(store.create_account(account, "not-a-real-hash"))
             return account.id
         finally:
             conn.close()

@@ -225,14 +225,15 @@ async def test_a_write_lock_held_elsewhere_does_not_stall_authenticated_reads(st
     assert recorded is not None and recorded != last_used, "the queued last-used update was lost"
 
 
-async def test_a_watch_list_write_waits_for_a_lock_held_elsewhere_without_stalling_others(store_app):
+@pytest.mark.parametrize("kind", ["watch", "api_key"])
+async def test_a_write_waits_for_a_lock_held_elsewhere_without_stalling_others(store_app, kind):
     """The write a caller asked for waits for the lock (and is durable when answered),
     but on the writer thread: other requests are answered meanwhile."""
     _, _, writer, path = store_app
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
-        pending = asyncio.create_task(writer.watch())
+        pending = asyncio.create_task(getattr(writer, kind)())
         await asyncio.sleep(0.05)  # the write starts and meets the lock
         r = await writer.client.get("/v1/watchlist", headers=writer.tenant.auth("secret_live"))
         assert r.status_code == 200, r.text
@@ -242,5 +243,6 @@ async def test_a_watch_list_write_waits_for_a_lock_held_elsewhere_without_stalli
         holder.close()
     response = await pending
     assert response.status_code == 201, response.text
-    listed = (await writer.client.get("/v1/watchlist", headers=writer.tenant.auth("secret_live"))).json()["data"]
+    path_, auth = ("/v1/watchlist", "secret_live") if kind == "watch" else ("/v1/auth/api-keys", "session")
+    listed = (await writer.client.get(path_, headers=writer.tenant.auth(auth))).json()["data"]
     assert response.json()["data"]["id"] in {w["id"] for w in listed}

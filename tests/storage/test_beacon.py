@@ -41,12 +41,12 @@ def test_an_announcement_in_another_process_changes_only_its_topic(tmp_path):
     assert beacon.stamp(Topic.AUTH) == before[Topic.AUTH]
 
 
-def test_a_remembered_credential_costs_no_sql_until_something_changes(tmp_path):
+async def test_a_remembered_credential_costs_no_sql_until_something_changes(tmp_path):
     path = tmp_path / "db.sqlite"
     conn = open_database(path)
     api, admin = SqliteStore(conn), SqliteStore(open_database(path))
-    api.create_account(Account("usr_1", "u1@example.com", None, Plan.FREE, NOW), "hash")
-    api.create_api_key(ApiKey("key_1", "usr_1", "k", KeyType.SECRET, Environment.LIVE, b"h" * 32, "p", NOW))
+    await api.create_account(Account("usr_1", "u1@example.com", None, Plan.FREE, NOW), "hash")
+    await api.create_api_key(ApiKey("key_1", "usr_1", "k", KeyType.SECRET, Environment.LIVE, b"h" * 32, "p", NOW))
     api.api_key_by_hash(b"h" * 32)
     statements = _statements(conn)
     assert api.api_key_by_hash(b"h" * 32)[1].plan is Plan.FREE
@@ -56,11 +56,11 @@ def test_a_remembered_credential_costs_no_sql_until_something_changes(tmp_path):
     assert statements  # the announcement made it look again
 
 
-def test_plain_sql_without_an_announcement_is_seen_within_a_second(tmp_path):
+async def test_plain_sql_without_an_announcement_is_seen_within_a_second(tmp_path):
     path = tmp_path / "db.sqlite"
     api = SqliteStore(open_database(path))
-    api.create_account(Account("usr_1", "u1@example.com", None, Plan.FREE, NOW), "hash")
-    api.create_api_key(ApiKey("key_1", "usr_1", "k", KeyType.SECRET, Environment.LIVE, b"h" * 32, "p", NOW))
+    await api.create_account(Account("usr_1", "u1@example.com", None, Plan.FREE, NOW), "hash")
+    await api.create_api_key(ApiKey("key_1", "usr_1", "k", KeyType.SECRET, Environment.LIVE, b"h" * 32, "p", NOW))
     api.api_key_by_hash(b"h" * 32)
     operator = sqlite3.connect(path, isolation_level=None)
     operator.execute("UPDATE api_keys SET deleted_at = ? WHERE id = 'key_1'", (NOW.isoformat(),))
@@ -79,7 +79,7 @@ async def test_a_remembered_scan_result_follows_newer_results_saved_elsewhere(tm
     path = tmp_path / "db.sqlite"
     conn = open_database(path)
     api, pipeline = SqliteScanStore(conn), SqliteScanStore(open_database(path))
-    SqliteStore(conn).create_account(Account("usr_1", "u1@example.com", None, Plan.FREE, NOW), "hash")
+    await SqliteStore(conn).create_account(Account("usr_1", "u1@example.com", None, Plan.FREE, NOW), "hash")
     await api.save_results([_result("usr_1", NOW, 10)])
     assert api.latest_result("usr_1", Environment.LIVE, "ethereum", "0xabc").risk_value == 10
     statements = _statements(conn)
@@ -90,9 +90,9 @@ async def test_a_remembered_scan_result_follows_newer_results_saved_elsewhere(tm
     assert api.latest_result("usr_2", Environment.LIVE, "ethereum", "0xabc") is None
 
 
-def test_registered_keys_are_append_only_so_remembering_them_is_safe(tmp_path):
+async def test_registered_keys_are_append_only_so_remembering_them_is_safe(tmp_path):
     conn = open_database(tmp_path / "db.sqlite")
-    SqliteStore(conn).create_account(Account("usr_1", "u1@example.com", None, Plan.FREE, NOW), "hash")
+    await SqliteStore(conn).create_account(Account("usr_1", "u1@example.com", None, Plan.FREE, NOW), "hash")
     conn.execute("INSERT INTO pq_keys (id, account_id, environment, algorithm, chain, public_key, fingerprint,"
                  " origin, created_at) VALUES ('key_1', 'usr_1', 'live', 'ml-dsa-44', 'ethereum', x'00', 'f',"
                  " 'generated', ?)", (NOW.isoformat(),))

@@ -3,6 +3,8 @@ and disk faults mapped to a clear error."""
 
 from __future__ import annotations
 
+import asyncio
+
 import multiprocessing
 import sqlite3
 from pathlib import Path
@@ -32,23 +34,23 @@ def test_migrations_apply_once(tmp_path):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_duplicate_email_and_unknown_plan_target(tmp_path):
+async def test_duplicate_email_and_unknown_plan_target(tmp_path):
     store = SqliteStore(open_database(tmp_path / "db.sqlite"))
-    store.create_account(_account(1), "hash")
+    await store.create_account(_account(1), "hash")
     with pytest.raises(DuplicateEmail):
-        store.create_account(Account("usr_2", "u1@example.com", None, Plan.FREE, NOW), "hash")
+        await store.create_account(Account("usr_2", "u1@example.com", None, Plan.FREE, NOW), "hash")
     with pytest.raises(AccountNotFound):
         store.set_plan("ghost@example.com", Plan.PRO)
     assert store.set_plan("u1@example.com", Plan.PRO).plan is Plan.PRO
 
 
-def test_rotation_is_atomic_and_once(tmp_path):
+async def test_rotation_is_atomic_and_once(tmp_path):
     store = SqliteStore(open_database(tmp_path / "db.sqlite"))
-    store.create_account(_account(1), "hash")
-    store.create_api_key(_key(1, "usr_1"))
+    await store.create_account(_account(1), "hash")
+    await store.create_api_key(_key(1, "usr_1"))
     expires = NOW + timedelta(hours=24)
-    assert store.rotate_api_key("usr_1", "key_1", _key(2, "usr_1"), expires)
-    assert not store.rotate_api_key("usr_1", "key_1", _key(3, "usr_1"), expires)
+    assert await store.rotate_api_key("usr_1", "key_1", _key(2, "usr_1"), expires)
+    assert not await store.rotate_api_key("usr_1", "key_1", _key(3, "usr_1"), expires)
     assert store.get_api_key("usr_1", "key_3") is None
     old = store.get_api_key("usr_1", "key_1")
     assert old is not None and old.expires_at == expires and old.replaced_by == "key_2"
@@ -57,7 +59,7 @@ def test_rotation_is_atomic_and_once(tmp_path):
 def _insert_accounts(path: str, start: int, count: int) -> None:
     store = SqliteStore(open_database(Path(path)))
     for n in range(start, start + count):
-        store.create_account(_account(n), "hash")
+        asyncio.run(store.create_account(_account(n), "hash"))
     store.close()
 
 
@@ -75,29 +77,29 @@ def test_several_processes_write_one_file_without_losing_rows(tmp_path):
     assert count == 600
 
 
-def test_read_only_store_gives_store_unavailable(tmp_path):
+async def test_read_only_store_gives_store_unavailable(tmp_path):
     path = tmp_path / "db.sqlite"
     SqliteStore(open_database(path)).close()
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None)
     store = SqliteStore(conn)  # a connection that cannot write, as on a read-only volume
     with pytest.raises(StoreUnavailable):
-        store.create_api_key(_key(1, "usr_1"))
+        await store.create_api_key(_key(1, "usr_1"))
 
 
-def test_remembered_credentials_follow_writes_from_other_processes(tmp_path):
+async def test_remembered_credentials_follow_writes_from_other_processes(tmp_path):
     path = tmp_path / "db.sqlite"
     api = SqliteStore(open_database(path))
     admin = SqliteStore(open_database(path))  # another worker or the admin CLI
-    api.create_account(_account(1), "hash")
-    api.create_api_key(_key(1, "usr_1"))
+    await api.create_account(_account(1), "hash")
+    await api.create_api_key(_key(1, "usr_1"))
     key_hash = _key(1, "usr_1").key_hash
     assert api.api_key_by_hash(key_hash)[1].plan is Plan.FREE
     assert api.api_key_by_hash(key_hash)[1].plan is Plan.FREE  # served from memory
     admin.set_plan("u1@example.com", Plan.PRO)
     assert api.api_key_by_hash(key_hash)[1].plan is Plan.PRO
-    assert admin.delete_api_key("usr_1", "key_1", NOW)
+    assert await admin.delete_api_key("usr_1", "key_1", NOW)
     assert api.api_key_by_hash(key_hash)[0].deleted_at == NOW
-    api.rotate_api_key("usr_1", "key_1", _key(2, "usr_1"), NOW)  # own writes forget too
+    await api.rotate_api_key("usr_1", "key_1", _key(2, "usr_1"), NOW)  # own writes forget too
     assert api.api_key_by_hash(key_hash)[0].deleted_at == NOW
 
 
