@@ -136,7 +136,8 @@ class AccountService:
                 " use a session token or a key of that environment",
             )
 
-    async def create_key(self, principal: Principal, name: str, key_type: KeyType, environment: Environment) -> tuple[ApiKey, str]:
+    async def create_key(self, principal: Principal, name: str, key_type: KeyType,
+                         environment: Environment) -> tuple[ApiKey, str]:
         """A new API key for the caller's account; the full key string is returned once."""
         self._check_environment(principal, environment)
         generated = self._keys.generate(key_type, environment)
