@@ -128,7 +128,7 @@ def measure(rounds: int = ROUNDS, http: bool = False) -> list[Figure]:
 
         conn = open_database(work / "qday.sqlite")
         account = Account("usr_bench", "bench@example.com", None, Plan.ENTERPRISE, datetime.now(UTC))
-        SqliteStore(conn).create_account(account, "x")
+        asyncio.run(SqliteStore(conn).create_account(account, "x"))
         principal = Principal(account, "secret", "key_bench_cred", Environment.LIVE)
         writer = GroupCommitWriter(work / "qday.sqlite")
         store = SqliteManagedKeyStore(conn, writer)

@@ -110,7 +110,7 @@ def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> Non
         root = Path(tmp)
         conn = open_database(root / "qday.sqlite", "NORMAL")
         account = Account(new_id("usr"), "bench@example.com", None, Plan.FREE, datetime.now(UTC))
-        SqliteStore(conn).create_account(account, "x")
+        asyncio.run(SqliteStore(conn).create_account(account, "x"))
         conn.execute("BEGIN IMMEDIATE")
         now = ts(datetime.now(UTC))
         conn.executemany("INSERT INTO watchlist VALUES (?,?,?,?,?,?,?)",
