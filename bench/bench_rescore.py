@@ -30,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -142,6 +143,19 @@ def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> Non
                  "baseline_mb": baseline, "peak_mb": peak, "success": result.success})
 
 
+def _result_of(child: Any, queue: Any, limit: float = 1800) -> dict[str, Any]:
+    """The child's result, or an error as soon as it has exited without one (a crash
+    must not leave the bench waiting for the whole limit)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            return queue.get(timeout=2)
+        except Empty:
+            if not child.is_alive():
+                raise RuntimeError(f"the rescoring child exited with code {child.exitcode} and no result") from None
+    raise RuntimeError(f"the rescoring child gave no result within {limit:.0f} s")
+
+
 def _figures(rows: list[dict[str, Any]]) -> list[Figure]:
     """Rates beside the raw round trip per N, peak RSS per N, and the memory verdict: growth at
     the largest N within 1.5x the smallest N's growth plus 64 MB, with the least-squares slope."""
@@ -179,7 +193,7 @@ def measure(sizes: Sequence[int] = (1_000, 5_000, 20_000)) -> list[Figure]:
             queue = spawn.Queue()
             child = spawn.Process(target=run_one, args=(anvil.url, anvil.chain_id, n, seed, queue))
             child.start()
-            row = queue.get(timeout=1800)
+            row = _result_of(child, queue)
             child.join(timeout=60)
             if not row["success"]:
                 raise RuntimeError(f"the rescoring run for N={n} failed")
