@@ -8,7 +8,7 @@ from datetime import datetime
 from storage.group_commit import GroupCommitWriter
 from storage.models import Attestation, AttestationChallenge, Environment, KeyOrigin, PqKey
 from storage.row_cache import RowCache
-from storage.sqlite import dt, ts
+from storage.sqlite import dt, insert_or_get, ts
 
 _PQ_COLUMNS = "id, account_id, environment, algorithm, chain, public_key, fingerprint, origin, created_at"
 _CHALLENGE_COLUMNS = "id, account_id, environment, statement, statement_hash, expires_at, created_at, used_at"
@@ -110,17 +110,13 @@ class SqliteAttestationStore:
 
 
 def _insert_pq_key(c: sqlite3.Connection, key: PqKey) -> PqKey:
-    c.execute(
-        f"INSERT INTO pq_keys ({_PQ_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)"
-        " ON CONFLICT (account_id, environment, algorithm, fingerprint) DO NOTHING",
-        (key.id, key.account_id, key.environment.value, key.algorithm, key.chain, key.public_key,
-         key.fingerprint, key.origin.value, ts(key.created_at)),
-    )
-    row = c.execute(
-        f"SELECT {_PQ_COLUMNS} FROM pq_keys WHERE account_id = ? AND environment = ? AND algorithm = ?"
-        " AND fingerprint = ?",
+    row = insert_or_get(
+        c, "pq_keys", _PQ_COLUMNS,
+        (key.id, key.account_id, key.environment.value, key.algorithm, key.chain, key.public_key, key.fingerprint,
+         key.origin.value, ts(key.created_at)),
+        ("account_id", "environment", "algorithm", "fingerprint"),
         (key.account_id, key.environment.value, key.algorithm, key.fingerprint),
-    ).fetchone()
+    )
     return _pq_key(row)
 
 

@@ -9,7 +9,7 @@ from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.group_commit import GroupCommitWriter
 from storage.models import Environment, ScanResult, WatchedAddress
 from storage.row_cache import RowCache
-from storage.sqlite import commit, dt, ts
+from storage.sqlite import commit, dt, insert_or_get, ts
 
 _WATCH_COLUMNS = "id, account_id, environment, chain, address, label, created_at"
 _RESULT_COLUMNS = (
@@ -28,17 +28,13 @@ def _result(row: tuple) -> ScanResult:
 
 
 def _insert_watched(c: sqlite3.Connection, entry: WatchedAddress) -> WatchedAddress:
-    c.execute(
-        f"INSERT INTO watchlist ({_WATCH_COLUMNS}) VALUES (?,?,?,?,?,?,?)"
-        " ON CONFLICT (account_id, environment, chain, address) DO NOTHING",
+    row = insert_or_get(
+        c, "watchlist", _WATCH_COLUMNS,
         (entry.id, entry.account_id, entry.environment.value, entry.chain, entry.address, entry.label,
          ts(entry.created_at)),
-    )
-    row = c.execute(
-        f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ? AND chain = ?"
-        " AND address = ?",
+        ("account_id", "environment", "chain", "address"),
         (entry.account_id, entry.environment.value, entry.chain, entry.address),
-    ).fetchone()
+    )
     return _watched(row)
 
 

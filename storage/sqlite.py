@@ -163,6 +163,19 @@ async def commit(writer: GroupCommitWriter | None, conn: sqlite3.Connection,
     return await writer.write(operation)
 
 
+def insert_or_get(c: sqlite3.Connection, table: str, columns: str, values: tuple, unique: tuple[str, ...],
+                  unique_values: tuple) -> tuple:
+    """Insert a row unless one with the same ``unique`` key exists, and return the stored
+    row either way: idempotent adds (registering a key twice, watching an address twice)."""
+    c.execute(
+        f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * len(values))})"
+        f" ON CONFLICT ({', '.join(unique)}) DO NOTHING",
+        values,
+    )
+    where = " AND ".join(f"{name} = ?" for name in unique)
+    return c.execute(f"SELECT {columns} FROM {table} WHERE {where}", unique_values).fetchone()
+
+
 def open_database(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
     """A connection to the operational store with every migration applied; one
     per process (or worker), shared by that process's repositories."""
