@@ -160,7 +160,8 @@ def _open_resources(app: Sanic) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     secrets = Secrets(load_master_secret(settings.secret_key, settings.secrets_dir))
     ctx.db = open_database(settings.operational_db, settings.sqlite_synchronous)
-    ctx.writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous)
+    # secure_delete: managed custody erases wrapped key material through this writer
+    ctx.writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous, secure_delete=True)
     ctx.store = SqliteStore(ctx.db, ctx.writer)
     # One worker counts exactly in memory; several share counters through SQLite.
     ctx.limiter = SqliteRateLimiter(settings.ratelimit_db) if settings.workers > 1 else MemoryRateLimiter()

@@ -10,8 +10,8 @@ Life of a key::
 Signing needs a Pro or Enterprise plan and an active key; every state change
 appends an event to the account's audit log in the same transaction; each
 signature is counted per key and calendar month (UTC) before it is returned.
-``purge_due`` is a plain method the server runs periodically and
-``qday admin purge-keys`` (or a scheduler) can run too: concurrent runs are safe.
+``purge_due`` runs periodically in the server, and ``purge_due_keys`` runs it from
+``qday admin purge-keys`` (or a scheduler): concurrent runs are safe.
 """
 
 from __future__ import annotations
@@ -219,7 +219,7 @@ class ManagedCustodyService:
         registration = PqKey(key_id, principal.account.id, env, algorithm.value, key.chain, made.public_key,
                              fingerprint, KeyOrigin.GENERATED, now)
         try:
-            self._store.create(key, event, registration)
+            await self._store.create(key, event, registration)
         except BaseException:
             # Nothing was stored; a backend holding per-key objects gives them up now.
             with contextlib.suppress(Exception):
@@ -272,24 +272,24 @@ class ManagedCustodyService:
         """One of the caller's managed keys (any state)."""
         return self._key(principal, key_id)
 
-    def schedule_deletion(self, principal: Principal, key_id: str, request_id: str | None = None) -> ManagedKey:
+    async def schedule_deletion(self, principal: Principal, key_id: str, request_id: str | None = None) -> ManagedKey:
         """active → pending_deletion; destruction no earlier than the waiting period."""
         key = self._key(principal, key_id)
         now = self._clock.now()
         due = now + self._wait
         event = self._event(key, principal, "deletion_scheduled", ManagedKeyState.PENDING_DELETION, now, request_id,
                             deletionScheduledAt=iso(due))
-        updated = self._store.schedule_deletion(key.account_id, key.environment, key.id, now, due, event)
+        updated = await self._store.schedule_deletion(key.account_id, key.environment, key.id, now, due, event)
         if updated is None:
             raise self._state_error(self._key(principal, key_id), "schedule the deletion of")
         return updated
 
-    def cancel_deletion(self, principal: Principal, key_id: str, request_id: str | None = None) -> ManagedKey:
+    async def cancel_deletion(self, principal: Principal, key_id: str, request_id: str | None = None) -> ManagedKey:
         """pending_deletion → active (before the purge has destroyed it)."""
         key = self._key(principal, key_id)
         event = self._event(key, principal, "deletion_cancelled", ManagedKeyState.ACTIVE, self._clock.now(),
                             request_id)
-        updated = self._store.cancel_deletion(key.account_id, key.environment, key.id, event)
+        updated = await self._store.cancel_deletion(key.account_id, key.environment, key.id, event)
         if updated is None:
             raise self._state_error(self._key(principal, key_id), "cancel the deletion of")
         return updated
@@ -313,7 +313,7 @@ class ManagedCustodyService:
 
     # --- destruction ------------------------------------------------------------------------
 
-    def purge_due(self, limit: int = 500) -> list[str]:
+    async def purge_due(self, limit: int = 500) -> list[str]:
         """Destroy every key whose waiting period is over: erase its material in the
         store (then, for backends holding per-key objects, on the backend), append
         its ``destroyed`` event. Returns the ids destroyed by this call."""
@@ -323,7 +323,7 @@ class ManagedCustodyService:
             event = self._event(key, None, "destroyed", ManagedKeyState.DESTROYED, now, None,
                                 deletionRequestedAt=iso(key.deletion_requested_at),  # type: ignore[arg-type]
                                 deletionScheduledAt=iso(key.deletion_scheduled_at))  # type: ignore[arg-type]
-            if not self._store.destroy(key.id, now, event):
+            if not await self._store.destroy(key.id, now, event):
                 continue  # cancelled meanwhile, or another process destroyed it first
             destroyed.append(key.id)
             if self._custody is not None and key.key_ref is not None:
@@ -345,7 +345,7 @@ class ManagedCustodyService:
     async def _purge_forever(self, interval_seconds: float) -> None:
         while True:
             try:
-                self.purge_due()
+                await self.purge_due()
             except Exception as exc:  # noqa: BLE001 - retried at the next tick
                 log.warning("managed-key purge failed: %s", type(exc).__name__)
             await asyncio.sleep(interval_seconds)
@@ -399,7 +399,7 @@ def purge_due_keys(settings: Any, clock: Clock | None = None) -> list[str]:
     try:
         service = ManagedCustodyService(SqliteManagedKeyStore(conn), None, clock or SystemClock(), None,
                                         settings.deletion_wait_days)
-        return service.purge_due(limit=100_000)
+        return asyncio.run(service.purge_due(limit=100_000))
     finally:
         conn.close()
 

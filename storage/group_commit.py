@@ -40,8 +40,12 @@ log = logging.getLogger(__name__)
 class GroupCommitWriter:
     """A writer thread with its own connection to the operational store."""
 
-    def __init__(self, path: Path, synchronous: str = "FULL") -> None:
+    def __init__(self, path: Path, synchronous: str = "FULL", secure_delete: bool = False) -> None:
+        """``secure_delete``: SQLite overwrites the bytes a write frees (managed custody
+        erases wrapped key material through this writer)."""
         self._conn = connect(path, synchronous)
+        if secure_delete:
+            self._conn.execute("PRAGMA secure_delete = ON")
         self._pending: deque[tuple[Operation, asyncio.Future | None]] = deque()
         self._wake = threading.Event()
         self._stopping = False

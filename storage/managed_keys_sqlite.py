@@ -5,10 +5,11 @@
 * The audit log is append-only: no code path updates or deletes it, and
   triggers (migration 0003) abort any statement that tries. Each event's hash
   chains the account's previous one.
-* Destruction sets ``key_ref`` to NULL. The connection runs with
-  ``PRAGMA secure_delete = ON`` so SQLite overwrites the freed bytes in the
-  page instead of leaving them in free space; ``release_space`` then
-  checkpoints and truncates the WAL, which still holds older page images.
+* Destruction sets ``key_ref`` to NULL. The connections that write it run with
+  ``PRAGMA secure_delete = ON`` (this store's, and the API's group-commit writer)
+  so SQLite overwrites the freed bytes in the page instead of leaving them in
+  free space; ``release_space`` then checkpoints and truncates the WAL, which
+  still holds older page images.
 * The signature counter is the hot write: it goes through the group-commit
   writer and counts only if the key is still active when the batch commits
   (the service takes a count back when the signing it stood for fails).
@@ -23,7 +24,7 @@ from datetime import datetime
 
 from storage.group_commit import GroupCommitWriter
 from storage.models import Environment, ManagedKey, ManagedKeyEvent, ManagedKeyState, ManagedKeyUsage, PqKey
-from storage.sqlite import dt, ts, write_transaction
+from storage.sqlite import commit, dt, ts
 
 _KEY_COLUMNS = (
     "id, account_id, environment, algorithm, chain, public_key, fingerprint, backend, wrapping_key, key_ref, state,"
@@ -79,8 +80,9 @@ def _count(c: sqlite3.Connection, key_id: str, month: str) -> bool:
 
 
 class SqliteManagedKeyStore:
-    """Managed keys on a connection from ``storage.sqlite.open_database``; the
-    signature counter through the group-commit writer (None: counted inline)."""
+    """Managed keys on a connection from ``storage.sqlite.open_database``; every write
+    through the group-commit writer when there is one (the API's, made with
+    ``secure_delete``), else on the connection (tools, tests)."""
 
     def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter | None = None) -> None:
         self._conn = conn
@@ -88,9 +90,9 @@ class SqliteManagedKeyStore:
         # Overwrite freed content (an erased key_ref) instead of leaving it in the page.
         conn.execute("PRAGMA secure_delete = ON")
 
-    def create(self, key: ManagedKey, event: ManagedKeyEvent, registration: PqKey | None) -> None:
+    async def create(self, key: ManagedKey, event: ManagedKeyEvent, registration: PqKey | None) -> None:
         """Insert the key, its ``created`` event and the public-key registration atomically."""
-        with write_transaction(self._conn) as c:
+        def insert(c: sqlite3.Connection) -> None:
             c.execute(
                 f"INSERT INTO managed_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (key.id, key.account_id, key.environment.value, key.algorithm, key.chain, key.public_key,
@@ -107,6 +109,8 @@ class SqliteManagedKeyStore:
                      r.origin.value, ts(r.created_at)),
                 )
 
+        await commit(self._writer, self._conn, insert)
+
     def get(self, account_id: str, environment: Environment, key_id: str) -> ManagedKey | None:
         """One of the account's managed keys in this environment."""
         row = self._conn.execute(
@@ -115,26 +119,29 @@ class SqliteManagedKeyStore:
         ).fetchone()
         return None if row is None else _key(row)
 
-    def _transition(self, sql: str, args: tuple, event: ManagedKeyEvent) -> ManagedKey | None:
-        with write_transaction(self._conn) as c:
+    async def _transition(self, sql: str, args: tuple, event: ManagedKeyEvent) -> ManagedKey | None:
+        def transition(c: sqlite3.Connection) -> ManagedKey | None:
             row = c.execute(sql + f" RETURNING {_KEY_COLUMNS}", args).fetchone()
             if row is None:
                 return None
             _append_event(c, event)
-        return _key(row)
+            return _key(row)
 
-    def schedule_deletion(self, account_id: str, environment: Environment, key_id: str, requested_at: datetime,
-                          scheduled_at: datetime, event: ManagedKeyEvent) -> ManagedKey | None:
+        return await commit(self._writer, self._conn, transition)
+
+    async def schedule_deletion(self, account_id: str, environment: Environment, key_id: str,
+                                requested_at: datetime, scheduled_at: datetime,
+                                event: ManagedKeyEvent) -> ManagedKey | None:
         """active → pending_deletion with its event; None when the key is not active."""
-        return self._transition(
+        return await self._transition(
             "UPDATE managed_keys SET state = 'pending_deletion', deletion_requested_at = ?, deletion_scheduled_at = ?"
             " WHERE id = ? AND account_id = ? AND environment = ? AND state = 'active'",
             (ts(requested_at), ts(scheduled_at), key_id, account_id, environment.value), event)
 
-    def cancel_deletion(self, account_id: str, environment: Environment, key_id: str,
-                        event: ManagedKeyEvent) -> ManagedKey | None:
+    async def cancel_deletion(self, account_id: str, environment: Environment, key_id: str,
+                              event: ManagedKeyEvent) -> ManagedKey | None:
         """pending_deletion → active with its event; None when not pending deletion."""
-        return self._transition(
+        return await self._transition(
             "UPDATE managed_keys SET state = 'active', deletion_requested_at = NULL, deletion_scheduled_at = NULL"
             " WHERE id = ? AND account_id = ? AND environment = ? AND state = 'pending_deletion'",
             (key_id, account_id, environment.value), event)
@@ -148,10 +155,10 @@ class SqliteManagedKeyStore:
         )
         return [_key(r) for r in rows]
 
-    def destroy(self, key_id: str, now: datetime, event: ManagedKeyEvent) -> bool:
+    async def destroy(self, key_id: str, now: datetime, event: ManagedKeyEvent) -> bool:
         """Erase the key's material and mark it destroyed, with its event; False
         when it is not due (cancelled meanwhile, or destroyed by another process)."""
-        with write_transaction(self._conn) as c:
+        def erase(c: sqlite3.Connection) -> bool:
             cur = c.execute(
                 "UPDATE managed_keys SET state = 'destroyed', key_ref = NULL, destroyed_at = ?,"
                 " deletion_scheduled_at = NULL WHERE id = ? AND state = 'pending_deletion'"
@@ -161,7 +168,9 @@ class SqliteManagedKeyStore:
             if cur.rowcount != 1:
                 return False
             _append_event(c, event)
-        return True
+            return True
+
+        return await commit(self._writer, self._conn, erase)
 
     def events(self, account_id: str, environment: Environment, key_id: str) -> list[ManagedKeyEvent]:
         """The key's audit log, oldest first."""
@@ -186,10 +195,7 @@ class SqliteManagedKeyStore:
 
     async def count_signature(self, key_id: str, month: str) -> bool:
         """Count one signature, durably, only if the key is still active at commit."""
-        if self._writer is None:
-            with write_transaction(self._conn) as c:
-                return _count(c, key_id, month)
-        return await self._writer.write(lambda c: _count(c, key_id, month))
+        return await commit(self._writer, self._conn, lambda c: _count(c, key_id, month))
 
     async def uncount_signature(self, key_id: str, month: str) -> None:
         """Take back one counted signature that was never made (its signing failed)."""
@@ -197,11 +203,7 @@ class SqliteManagedKeyStore:
             c.execute("UPDATE managed_key_usage SET signatures = signatures - 1 WHERE key_id = ? AND month = ?"
                       " AND signatures > 0", (key_id, month))
 
-        if self._writer is None:
-            with write_transaction(self._conn) as c:
-                uncount(c)
-            return
-        await self._writer.write(uncount)
+        await commit(self._writer, self._conn, uncount)
 
     def usage(self, account_id: str, environment: Environment, month: str, start: datetime,
               end: datetime) -> list[ManagedKeyUsage]:

@@ -127,25 +127,25 @@ class ManagedKeyStore(Protocol):
     signature counts, scoped by account and environment. Key material is only
     the backend's opaque ``key_ref`` and is erased on destruction."""
 
-    def create(self, key: ManagedKey, event: ManagedKeyEvent, registration: PqKey | None) -> None:
+    async def create(self, key: ManagedKey, event: ManagedKeyEvent, registration: PqKey | None) -> None:
         """Insert the key, its ``created`` event and (optionally) the registration
         of its public key in one transaction: all of it or nothing."""
 
     def get(self, account_id: str, environment: Environment, key_id: str) -> ManagedKey | None:
         """One of the account's managed keys in this environment (None otherwise)."""
 
-    def schedule_deletion(self, account_id: str, environment: Environment, key_id: str, requested_at: datetime,
+    async def schedule_deletion(self, account_id: str, environment: Environment, key_id: str, requested_at: datetime,
                           scheduled_at: datetime, event: ManagedKeyEvent) -> ManagedKey | None:
         """active → pending_deletion, with its event; None when the key is not active."""
 
-    def cancel_deletion(self, account_id: str, environment: Environment, key_id: str,
+    async def cancel_deletion(self, account_id: str, environment: Environment, key_id: str,
                         event: ManagedKeyEvent) -> ManagedKey | None:
         """pending_deletion → active, with its event; None when not pending deletion."""
 
     def due_for_destruction(self, now: datetime, limit: int) -> list[ManagedKey]:
         """Keys of every tenant whose deletion date has passed."""
 
-    def destroy(self, key_id: str, now: datetime, event: ManagedKeyEvent) -> bool:
+    async def destroy(self, key_id: str, now: datetime, event: ManagedKeyEvent) -> bool:
         """Erase the key's material and mark it destroyed, with its event; False
         when it is not (or no longer) due."""
 

@@ -103,7 +103,7 @@ async def get_managed_key(request: Request, id: str) -> HTTPResponse:  # noqa: A
 )
 async def delete_managed_key(request: Request, id: str) -> HTTPResponse:  # noqa: A002
     """Start the waiting period."""
-    key = request.app.ctx.managed.schedule_deletion(request.ctx.principal, id, request.ctx.request_id)
+    key = await request.app.ctx.managed.schedule_deletion(request.ctx.principal, id, request.ctx.request_id)
     return ok(request, managed_key_out(key))
 
 
@@ -115,7 +115,7 @@ async def delete_managed_key(request: Request, id: str) -> HTTPResponse:  # noqa
 )
 async def cancel_deletion(request: Request, id: str) -> HTTPResponse:  # noqa: A002
     """End the waiting period early, keeping the key."""
-    key = request.app.ctx.managed.cancel_deletion(request.ctx.principal, id, request.ctx.request_id)
+    key = await request.app.ctx.managed.cancel_deletion(request.ctx.principal, id, request.ctx.request_id)
     return ok(request, managed_key_out(key))
 
 

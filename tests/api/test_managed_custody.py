@@ -164,7 +164,7 @@ async def test_lifecycle_with_the_seven_day_window(mclient, mapp, mclock):
     assert_error(await mclient.delete(f"/v1/keys/{key}", headers=auth), 409, "CUS_006")
 
     mclock.advance(6 * DAY)  # day 6: still pending, still cancellable
-    mapp.ctx.managed.purge_due()
+    await mapp.ctx.managed.purge_due()
     assert (await mclient.get(f"/v1/keys/{key}", headers=auth)).json()["data"]["state"] == "pending_deletion"
     r = await mclient.post(f"/v1/keys/{key}/cancel-deletion", headers=auth)
     assert r.status_code == 200 and r.json()["data"]["state"] == "active"
@@ -174,10 +174,10 @@ async def test_lifecycle_with_the_seven_day_window(mclient, mapp, mclock):
 
     assert (await mclient.delete(f"/v1/keys/{key}", headers=auth)).status_code == 200
     mclock.advance(7 * DAY - 1)
-    mapp.ctx.managed.purge_due()
+    await mapp.ctx.managed.purge_due()
     assert (await mclient.get(f"/v1/keys/{key}", headers=auth)).json()["data"]["state"] == "pending_deletion"
     mclock.advance(1)  # day 7 of the second request: destroyed
-    assert key in mapp.ctx.managed.purge_due()
+    assert key in await mapp.ctx.managed.purge_due()
     data = (await mclient.get(f"/v1/keys/{key}", headers=auth)).json()["data"]
     assert data["state"] == "destroyed" and data["destroyedAt"] == iso(mclock.now())
     assert data["publicKey"]  # the public half stays, for checking old signatures

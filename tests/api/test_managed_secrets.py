@@ -95,7 +95,7 @@ async def test_seeds_appear_nowhere_after_a_batch_of_operations(tmp_path, logs):
             assert r.status_code == 500 and r.json()["error"]["code"] == "CUS_007"
             bodies.append(r.content)
             clock.advance(7 * 86400)
-            assert app.ctx.managed.purge_due() == [doomed]
+            assert await app.ctx.managed.purge_due() == [doomed]
             # Overwritten in its page (secure_delete) and gone from the truncated WAL, with the server running.
             assert files_containing(data_dir, [doomed_ref]) == []
     finally:

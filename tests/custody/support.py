@@ -16,8 +16,10 @@ import os
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Coroutine
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 
@@ -27,6 +29,8 @@ from storage.custody import binding_for
 from storage.custody.pkcs11_softhsm import SOFTHSM_MODULE, SoftHsmLayout, _file_lock, ensure_softhsm_token
 from storage.models import Account, Environment, Plan
 from storage.sqlite import ts
+
+T = TypeVar("T")
 
 SOFTHSM_AVAILABLE = Path(SOFTHSM_MODULE).is_file() and shutil.which("softhsm2-util") is not None
 requires_softhsm = pytest.mark.skipif(
@@ -109,3 +113,15 @@ def add_principal(db: sqlite3.Connection, plan: Plan = Plan.PRO,
     db.execute("INSERT INTO accounts (id, email, name, plan, password_hash, created_at) VALUES (?,?,?,?,?,?)",
                (account.id, account.email, None, plan.value, "x", ts(account.created_at)))
     return Principal(account, "secret", new_id("key"), environment)
+
+
+def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
+    """The result of a store coroutine called from plain code on the loop's thread. A
+    store without a writer commits on its connection, so its coroutines finish without
+    ever suspending; one that would suspend is a mistake in the test."""
+    try:
+        coroutine.send(None)
+    except StopIteration as finished:
+        return finished.value
+    coroutine.close()
+    raise AssertionError("the coroutine suspended: it needs an event loop")

@@ -3,6 +3,7 @@ window, irreversible destruction, the append-only audit log, monthly usage."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from storage.custody import CustodyIntegrityError
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.models import Environment, ManagedKeyState, Plan
 from storage.sqlite import split_statements
-from tests.custody.support import add_principal, requires_softhsm
+from tests.custody.support import add_principal, requires_softhsm, run_to_completion
 from tests.support import REPO_ROOT, ManualClock
 
 DAY = 86400
@@ -35,30 +36,30 @@ async def test_seven_day_window_then_irreversible_destruction(service, store, pr
     doomed = await service.create(principal, "ml-dsa-44", "bitcoin", "req_2")
     requested = clock.now()
     for key in (kept, doomed):
-        pending = service.schedule_deletion(principal, key.id, "req_3")
+        pending = await service.schedule_deletion(principal, key.id, "req_3")
         assert pending.state is ManagedKeyState.PENDING_DELETION
         assert pending.deletion_scheduled_at == requested + timedelta(days=7)
         with pytest.raises(ApiError) as refused:
             await service.sign(principal, key.id, key.algorithm, b"m", b"")
         assert _code(refused) == "CUS_002"
         with pytest.raises(ApiError) as again:
-            service.schedule_deletion(principal, key.id)
+            await service.schedule_deletion(principal, key.id)
         assert _code(again) == "CUS_006"
 
     clock.advance(6 * DAY + 23 * 3600 + 3599)  # one second before the date
-    assert service.purge_due() == []
+    assert await service.purge_due() == []
     assert service.get(principal, doomed.id).state is ManagedKeyState.PENDING_DELETION
-    restored = service.cancel_deletion(principal, kept.id, "req_4")
+    restored = await service.cancel_deletion(principal, kept.id, "req_4")
     assert restored.state is ManagedKeyState.ACTIVE and restored.deletion_scheduled_at is None
     signed = await service.sign(principal, kept.id, "ml-dsa-65", b"still mine", b"")
     pqc.verify("ml-dsa-65", kept.public_key, b"still mine", signed.signature)
     with pytest.raises(ApiError) as not_pending:
-        service.cancel_deletion(principal, kept.id)
+        await service.cancel_deletion(principal, kept.id)
     assert _code(not_pending) == "CUS_006"
 
     clock.advance(1)  # exactly 7 days
-    assert service.purge_due() == [doomed.id]
-    assert service.purge_due() == []  # idempotent
+    assert await service.purge_due() == [doomed.id]
+    assert await service.purge_due() == []  # idempotent
     gone = service.get(principal, doomed.id)
     assert gone.state is ManagedKeyState.DESTROYED and gone.key_ref is None and gone.destroyed_at == clock.now()
     assert gone.public_key == doomed.public_key  # the public half stays, for old signatures
@@ -67,7 +68,7 @@ async def test_seven_day_window_then_irreversible_destruction(service, store, pr
     for action in (lambda: service.cancel_deletion(principal, doomed.id),
                    lambda: service.schedule_deletion(principal, doomed.id)):
         with pytest.raises(ApiError) as final:
-            action()
+            await action()
         assert _code(final) == "CUS_005"
     with pytest.raises(ApiError) as cannot_sign:
         await service.sign(principal, doomed.id, "ml-dsa-44", b"m", b"")
@@ -86,9 +87,9 @@ async def test_seven_day_window_then_irreversible_destruction(service, store, pr
 @requires_softhsm
 async def test_audit_log_and_destruction_cannot_be_rewritten(service, store, principal, clock, db):
     key = await service.create(principal, "ml-dsa-65", "ethereum")
-    service.schedule_deletion(principal, key.id)
+    await service.schedule_deletion(principal, key.id)
     clock.advance(7 * DAY)
-    service.purge_due()
+    await service.purge_due()
     for statement in ("UPDATE managed_key_events SET actor = 'nobody'", "DELETE FROM managed_key_events",
                       "UPDATE managed_keys SET state = 'active' WHERE id = ?",
                       "UPDATE managed_keys SET key_ref = x'00' WHERE id = ?",
@@ -109,10 +110,13 @@ async def test_tenants_and_environments_are_isolated(service, principal, db):
     stranger = add_principal(db)
     same_account_test = type(principal)(principal.account, "secret", "key_test", Environment.TEST)
     for other in (stranger, same_account_test):
-        for action in (lambda p: service.get(p, key.id), lambda p: service.events(p, key.id),
-                       lambda p: service.schedule_deletion(p, key.id), lambda p: service.cancel_deletion(p, key.id)):
+        for read in (service.get, service.events):
             with pytest.raises(ApiError) as hidden:
-                action(other)
+                read(other, key.id)
+            assert _code(hidden) == "REQ_005"
+        for change in (service.schedule_deletion, service.cancel_deletion):
+            with pytest.raises(ApiError) as hidden:
+                await change(other, key.id)
             assert _code(hidden) == "REQ_005"
         with pytest.raises(ApiError) as hidden:
             await service.sign(other, key.id, "ml-dsa-65", b"m", b"")
@@ -150,7 +154,7 @@ async def test_plans_and_algorithms(service, db):
     with pytest.raises(ApiError) as gated:
         await service.sign(downgraded, key.id, "ml-dsa-65", b"m", b"")
     assert _code(gated) == "CUS_001"
-    assert service.schedule_deletion(downgraded, key.id).state is ManagedKeyState.PENDING_DELETION
+    assert (await service.schedule_deletion(downgraded, key.id)).state is ManagedKeyState.PENDING_DELETION
 
 
 @requires_softhsm
@@ -179,9 +183,9 @@ async def test_usage_per_key_per_month_across_the_boundary(store, backend, db):
     db.execute("UPDATE managed_key_usage SET signatures = 10001 WHERE key_id = ? AND month = '2026-12'", (a.id,))
     assert (service.usage(principal).signature_blocks, service.usage(principal).billable_units) == (2, 4)
     # A key destroyed in December still counts as a December key-month, not in January.
-    service.schedule_deletion(principal, b.id)
+    await service.schedule_deletion(principal, b.id)
     clock.advance(7 * DAY)
-    service.purge_due()
+    await service.purge_due()
     assert b.id in {k.key_id for k in service.usage(principal, "2026-12").keys}
     assert service.usage(principal, "2027-01").key_months == 1
     for month in ("2026-13", "26-11", "2026-1", "x"):
@@ -199,7 +203,7 @@ async def test_signature_racing_a_deletion_is_not_returned(store, backend, clock
 
     def sign_then_delete(*args):
         signature = original(*args)
-        service.schedule_deletion(principal, key.id)  # lands between signing and counting
+        run_to_completion(service.schedule_deletion(principal, key.id))  # lands between signing and counting
         return signature
 
     backend.sign = sign_then_delete
@@ -260,8 +264,10 @@ async def test_purge_keys_command_and_function(tmp_path, backend):
     principal = add_principal(conn)
     keys = [await service.create(principal, "ml-dsa-65", "ethereum") for _ in range(3)]
     for key in keys[:2]:
-        service.schedule_deletion(principal, key.id)
-    assert purge_due_keys(settings, ManualClock(datetime(2020, 1, 7, 23, 59, tzinfo=UTC))) == []
+        await service.schedule_deletion(principal, key.id)
+    # a tool's entry point (it runs its own event loop), so called from a thread here
+    before_due = ManualClock(datetime(2020, 1, 7, 23, 59, tzinfo=UTC))
+    assert await asyncio.to_thread(purge_due_keys, settings, before_due) == []
     done = subprocess.run([sys.executable, "-m", "api.cli", "admin", "purge-keys", "--data-dir", str(tmp_path)],
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
