@@ -28,7 +28,7 @@ from api.ids import new_id
 from storage.custody import binding_for
 from storage.custody.pkcs11_softhsm import SOFTHSM_MODULE, SoftHsmLayout, _file_lock, ensure_softhsm_token
 from storage.models import Account, Environment, Plan
-from storage.sqlite import ts
+from storage.sqlite import SqliteStore
 
 T = TypeVar("T")
 
@@ -109,16 +109,14 @@ def add_principal(db: sqlite3.Connection, plan: Plan = Plan.PRO,
     """A new account row on ``db`` and a secret-key principal for it."""
     account_id = new_id("usr")
     account = Account(account_id, f"{account_id}@example.com", None, plan, datetime(2026, 1, 1, tzinfo=UTC))
-    # plain SQL: callers are plain and async tests alike, and the row is all they need
-    db.execute("INSERT INTO accounts (id, email, name, plan, password_hash, created_at) VALUES (?,?,?,?,?,?)",
-               (account.id, account.email, None, plan.value, "x", ts(account.created_at)))
+    run_to_completion(SqliteStore(db).create_account(account, "x"))  # plain and async tests call this
     return Principal(account, "secret", new_id("key"), environment)
 
 
 def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
-    """The result of a store coroutine called from plain code on the loop's thread. A
-    store without a writer commits on its connection, so its coroutines finish without
-    ever suspending; one that would suspend is a mistake in the test."""
+    """The result of a store coroutine called from plain code, inside an event loop or
+    not. A store without a writer commits on its connection, so its coroutines finish
+    without ever suspending; one that would suspend is a mistake in the test."""
     try:
         coroutine.send(None)
     except StopIteration as finished:
