@@ -104,8 +104,12 @@ class AccountService:
         if key.deleted_at is not None:
             raise ApiError("AUTH_002", "this API key has been deleted", reason="deleted")
         if not key.is_usable(now):
-            raise ApiError("AUTH_002", "this API key was rotated and its 24-hour grace period has ended",
-                           reason="rotated", replacedBy=key.replaced_by)
+            raise ApiError(
+                "AUTH_002",
+                "this API key was rotated and its 24-hour grace period has ended",
+                reason="rotated",
+                replacedBy=key.replaced_by,
+            )
         self._touch(key.id, now)
         return Principal(account, key.type.value, key.id, key.environment)
 
@@ -136,14 +140,20 @@ class AccountService:
                 " use a session token or a key of that environment",
             )
 
-    async def create_key(self, principal: Principal, name: str, key_type: KeyType,
-                         environment: Environment) -> tuple[ApiKey, str]:
+    async def create_key(
+        self, principal: Principal, name: str, key_type: KeyType, environment: Environment
+    ) -> tuple[ApiKey, str]:
         """A new API key for the caller's account; the full key string is returned once."""
         self._check_environment(principal, environment)
         generated = self._keys.generate(key_type, environment)
         key = ApiKey(
-            id=new_id("key"), account_id=principal.account.id, name=name, type=key_type,
-            environment=environment, key_hash=generated.key_hash, prefix=generated.prefix,
+            id=new_id("key"),
+            account_id=principal.account.id,
+            name=name,
+            type=key_type,
+            environment=environment,
+            key_hash=generated.key_hash,
+            prefix=generated.prefix,
             created_at=self._clock.now(),
         )
         await self._store.create_api_key(key)
@@ -179,8 +189,14 @@ class AccountService:
             raise ApiError("REQ_005", f"no API key {key_id} on this account", id=key_id)
         generated = self._keys.generate(old.type, old.environment)
         new = ApiKey(
-            id=new_id("key"), account_id=old.account_id, name=old.name, type=old.type,
-            environment=old.environment, key_hash=generated.key_hash, prefix=generated.prefix, created_at=now,
+            id=new_id("key"),
+            account_id=old.account_id,
+            name=old.name,
+            type=old.type,
+            environment=old.environment,
+            key_hash=generated.key_hash,
+            prefix=generated.prefix,
+            created_at=now,
         )
         expires = now + self._grace
         if not await self._store.rotate_api_key(principal.account.id, key_id, new, expires):

@@ -19,9 +19,11 @@ from sanic import HTTPResponse, Request, Sanic
 from sanic.exceptions import SanicException
 
 from api.accounts import AccountService, Principal
+from api.attestations import AttestationService
 from api.clientip import client_ip
 from api.clock import Clock, SystemClock
 from api.credentials import ApiKeyCodec, Secrets, SessionCodec, load_master_secret
+from api.custody import open_managed_custody
 from api.endpoints import Credential, Endpoint
 from api.envelope import ErrorBody, error_response
 from api.errors import ApiError, RateLimited, status_of
@@ -29,25 +31,22 @@ from api.ids import new_id
 from api.openapi import build_openapi, render_docs
 from api.passwords import Passwords
 from api.ratelimit import Decision, MemoryRateLimiter, RateGroup, SqliteRateLimiter, limit_for
-from api.attestations import AttestationService
-from api.custody import open_managed_custody
 from api.routes import accounts, attestations, keys, managed, scans, service
 from api.scans import ScanService
 from api.settings import Settings
 from chains.clients import build_clients
 from chains.clients.prices import ChainlinkPrices, PriceOracle, StaticPrices
 from chains.endpoints import Environment as ChainEnvironment
-from storage.models import Environment, Plan
-from storage.scans_sqlite import SqliteScanStore
 from storage.attestations_sqlite import SqliteAttestationStore
 from storage.group_commit import GroupCommitWriter
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
+from storage.models import Environment, Plan
+from storage.scans_sqlite import SqliteScanStore
 from storage.sqlite import SqliteStore, open_database
 
 log = logging.getLogger("qday.api")
 _app_numbers = itertools.count()
-GROUPS = (service.group, service.docs_group, accounts.group, keys.group, attestations.group, scans.group,
-          managed.group)
+GROUPS = (service.group, service.docs_group, accounts.group, keys.group, attestations.group, scans.group, managed.group)
 _SANIC_STATUS_CODES = {400: "REQ_001", 404: "REQ_005", 405: "REQ_006", 413: "REQ_004", 415: "REQ_003", 503: "SRV_002"}
 
 
@@ -116,8 +115,9 @@ async def _on_request(request: Request) -> None:
     if (length is not None and length.isdigit() and int(length) > ctx.settings.max_body_bytes) or len(
         request.body or b""
     ) > ctx.settings.max_body_bytes:
-        raise ApiError("REQ_004", f"request body exceeds {ctx.settings.max_body_bytes} bytes",
-                       limit=ctx.settings.max_body_bytes)
+        raise ApiError(
+            "REQ_004", f"request body exceeds {ctx.settings.max_body_bytes} bytes", limit=ctx.settings.max_body_bytes
+        )
 
 
 async def _on_response(request: Request, response: HTTPResponse) -> None:
@@ -144,8 +144,12 @@ def _error_body(exc: BaseException) -> tuple[int, ErrorBody]:
 async def _on_error(request: Request, exc: BaseException) -> HTTPResponse:
     status, body = _error_body(exc)
     if status >= 500:
-        log.error("request %s failed: %s", getattr(request.ctx, "request_id", "?"), type(exc).__name__,
-                  exc_info=exc if body.code == "SRV_001" else None)
+        log.error(
+            "request %s failed: %s",
+            getattr(request.ctx, "request_id", "?"),
+            type(exc).__name__,
+            exc_info=exc if body.code == "SRV_001" else None,
+        )
     if not hasattr(request.ctx, "request_id"):
         request.ctx.request_id = new_id("req")
     response = error_response(request, status, body)
@@ -167,12 +171,18 @@ def _open_resources(app: Sanic) -> None:
     ctx.limiter = SqliteRateLimiter(settings.ratelimit_db) if settings.workers > 1 else MemoryRateLimiter()
     ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
     ctx.accounts = AccountService(
-        ctx.store, ApiKeyCodec(settings.key_token, secrets.key_hash_key),
-        SessionCodec(settings.key_token, secrets.session_key), ctx.clock,
-        settings.session_ttl_seconds, settings.rotation_grace_seconds,
+        ctx.store,
+        ApiKeyCodec(settings.key_token, secrets.key_hash_key),
+        SessionCodec(settings.key_token, secrets.session_key),
+        ctx.clock,
+        settings.session_ttl_seconds,
+        settings.rotation_grace_seconds,
     )
     ctx.attestations = AttestationService(
-        SqliteAttestationStore(ctx.db, ctx.writer), ctx.clock, secrets.challenge_key, settings.public_domain,
+        SqliteAttestationStore(ctx.db, ctx.writer),
+        ctx.clock,
+        secrets.challenge_key,
+        settings.public_domain,
         settings.challenge_ttl_seconds,
     )
     # Managed custody: without a usable backend the API still starts (CUS_004 on use).
@@ -191,8 +201,14 @@ async def _open_chain_access(app: Sanic) -> None:
         clients[env] = build_clients(settings.chains, ChainEnvironment(env.value), ctx.http)
         prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(endpoints, ctx.http), static])
     ctx.chain_clients = clients
-    ctx.scans = ScanService(SqliteScanStore(ctx.db, ctx.writer), clients, prices, ctx.clock,
-                            settings.scan_cache_ttl_seconds, settings.pipeline_result_ttl_seconds)
+    ctx.scans = ScanService(
+        SqliteScanStore(ctx.db, ctx.writer),
+        clients,
+        prices,
+        ctx.clock,
+        settings.scan_cache_ttl_seconds,
+        settings.pipeline_result_ttl_seconds,
+    )
 
 
 async def _close_chain_access(app: Sanic) -> None:

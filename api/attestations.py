@@ -42,8 +42,12 @@ def hybrid_algorithm(name: str) -> pqc.Algorithm:
     """An ML-DSA algorithm for a hybrid attestation; PQC_001 for anything else."""
     algorithm = pqc.parse_algorithm(name)
     if algorithm not in HYBRID_ALGORITHMS:
-        raise ApiError("PQC_001", f"hybrid attestations use ML-DSA; {algorithm.value} is not supported here",
-                       algorithm=algorithm.value, supported=[a.value for a in HYBRID_ALGORITHMS])
+        raise ApiError(
+            "PQC_001",
+            f"hybrid attestations use ML-DSA; {algorithm.value} is not supported here",
+            algorithm=algorithm.value,
+            supported=[a.value for a in HYBRID_ALGORITHMS],
+        )
     return algorithm
 
 
@@ -110,8 +114,9 @@ def check_plain(algorithm: pqc.Algorithm, public_key: bytes, message: bytes, sig
 class AttestationService:
     """Registered keys and attestations of one store, scoped by principal."""
 
-    def __init__(self, store: AttestationStore, clock: Clock, challenge_key: bytes, domain: str,
-                 challenge_ttl_seconds: int) -> None:
+    def __init__(
+        self, store: AttestationStore, clock: Clock, challenge_key: bytes, domain: str, challenge_ttl_seconds: int
+    ) -> None:
         self._store = store
         self._clock = clock
         self._challenge_key = challenge_key
@@ -122,31 +127,57 @@ class AttestationService:
 
     async def record_generated(self, principal: Principal, keypair: pqc.KeyPair, chain: str) -> PqKey:
         """Register the public half of a key pair the server generated (never the private half)."""
-        return await self._store.add_pq_key(self._pq_key(principal, keypair.algorithm, chain, keypair.public_key,
-                                                   KeyOrigin.GENERATED))
+        return await self._store.add_pq_key(
+            self._pq_key(principal, keypair.algorithm, chain, keypair.public_key, KeyOrigin.GENERATED)
+        )
 
-    def _pq_key(self, principal: Principal, algorithm: pqc.Algorithm, chain: str, public_key: bytes,
-                origin: KeyOrigin) -> PqKey:
-        return PqKey(new_id("key"), principal.account.id, environment_of(principal), algorithm.value, chain,
-                     public_key, pqc.public_key_fingerprint(public_key), origin, self._clock.now())
+    def _pq_key(
+        self, principal: Principal, algorithm: pqc.Algorithm, chain: str, public_key: bytes, origin: KeyOrigin
+    ) -> PqKey:
+        return PqKey(
+            new_id("key"),
+            principal.account.id,
+            environment_of(principal),
+            algorithm.value,
+            chain,
+            public_key,
+            pqc.public_key_fingerprint(public_key),
+            origin,
+            self._clock.now(),
+        )
 
-    def registration_challenge(self, principal: Principal, algorithm: pqc.Algorithm, public_key: bytes) -> tuple[str, datetime]:
+    def registration_challenge(
+        self, principal: Principal, algorithm: pqc.Algorithm, public_key: bytes
+    ) -> tuple[str, datetime]:
         """A challenge to sign with the private key being registered, and its expiry."""
         expires = self._clock.now() + self._ttl
-        claims = RegistrationClaims(principal.account.id, environment_of(principal).value, algorithm.value,
-                                    pqc.public_key_fingerprint(public_key), expires)
+        claims = RegistrationClaims(
+            principal.account.id,
+            environment_of(principal).value,
+            algorithm.value,
+            pqc.public_key_fingerprint(public_key),
+            expires,
+        )
         return registration_challenge(claims, self._challenge_key), expires
 
-    def check_registration(self, principal: Principal, algorithm: pqc.Algorithm, public_key: bytes,
-                           challenge: str) -> None:
+    def check_registration(
+        self, principal: Principal, algorithm: pqc.Algorithm, public_key: bytes, challenge: str
+    ) -> None:
         """Raise unless ``challenge`` was issued by us, for this caller, key and
         algorithm, and has not expired (the signature is checked separately)."""
         claims = read_registration_challenge(challenge, self._challenge_key)
-        expected = (principal.account.id, environment_of(principal).value, algorithm.value,
-                    pqc.public_key_fingerprint(public_key))
+        expected = (
+            principal.account.id,
+            environment_of(principal).value,
+            algorithm.value,
+            pqc.public_key_fingerprint(public_key),
+        )
         if claims is None or (claims.account_id, claims.environment, claims.algorithm, claims.fingerprint) != expected:
-            raise ApiError("PQC_005", "challenge was not issued for this account, environment, algorithm and key",
-                           field="challenge")
+            raise ApiError(
+                "PQC_005",
+                "challenge was not issued for this account, environment, algorithm and key",
+                field="challenge",
+            )
         if self._clock.now() >= claims.expires_at:
             raise ApiError("PQC_005", "challenge has expired; request a new one", field="challenge", reason="expired")
 
@@ -160,58 +191,99 @@ class AttestationService:
 
     # --- attestations ---------------------------------------------------------------------
 
-    async def issue_statement(self, principal: Principal, chain: str, claimed: ClaimedSigner, algorithm: pqc.Algorithm,
-                        pqc_public_key: bytes) -> AttestationChallenge:
+    async def issue_statement(
+        self, principal: Principal, chain: str, claimed: ClaimedSigner, algorithm: pqc.Algorithm, pqc_public_key: bytes
+    ) -> AttestationChallenge:
         """A single-use statement binding this service, the chain and both keys."""
         now = self._clock.now()
-        text = attestation_statement(self._domain, chain, claimed.text, algorithm.value,
-                                     pqc.public_key_fingerprint(pqc_public_key), now, now + self._ttl)
-        challenge = AttestationChallenge(new_id("chl"), principal.account.id, environment_of(principal), text,
-                                         statement_hash(text.encode()), now + self._ttl, now)
+        text = attestation_statement(
+            self._domain,
+            chain,
+            claimed.text,
+            algorithm.value,
+            pqc.public_key_fingerprint(pqc_public_key),
+            now,
+            now + self._ttl,
+        )
+        challenge = AttestationChallenge(
+            new_id("chl"),
+            principal.account.id,
+            environment_of(principal),
+            text,
+            statement_hash(text.encode()),
+            now + self._ttl,
+            now,
+        )
         await self._store.add_challenge(challenge)
         return challenge
 
     def _strict_challenge(self, principal: Principal, h: HybridInput) -> AttestationChallenge:
-        challenge = self._store.challenge_by_statement(principal.account.id, environment_of(principal),
-                                                       statement_hash(h.message))
+        challenge = self._store.challenge_by_statement(
+            principal.account.id, environment_of(principal), statement_hash(h.message)
+        )
         if challenge is None:
-            raise ApiError("ATT_001", "strict mode: the message is not a statement issued to this account",
-                           field="message")
+            raise ApiError(
+                "ATT_001", "strict mode: the message is not a statement issued to this account", field="message"
+            )
         fields = dict(line.split(": ", 1) for line in challenge.statement.splitlines()[1:])
         bound = (fields["chain"], fields["ecdsa"], fields["pqc"])
         given = (h.chain, h.claimed.text, f"{h.algorithm.value}:{pqc.public_key_fingerprint(h.pqc_public_key)}")
         if bound != given:
-            raise ApiError("ATT_001", "strict mode: the statement names a different chain or different keys",
-                           field="message")
+            raise ApiError(
+                "ATT_001", "strict mode: the statement names a different chain or different keys", field="message"
+            )
         if challenge.used_at is not None or self._clock.now() >= challenge.expires_at:
-            raise ApiError("ATT_002", "strict mode: this statement was already used or has expired",
-                           field="message", reason="used" if challenge.used_at else "expired")
+            raise ApiError(
+                "ATT_002",
+                "strict mode: this statement was already used or has expired",
+                field="message",
+                reason="used" if challenge.used_at else "expired",
+            )
         return challenge
 
-    async def attest(self, principal: Principal, h: HybridInput, result: CheckResult, metadata: dict[str, Any],
-               strict: bool) -> Attestation:
+    async def attest(
+        self, principal: Principal, h: HybridInput, result: CheckResult, metadata: dict[str, Any], strict: bool
+    ) -> Attestation:
         """Store an attestation whose signatures were checked; PQC_004 if either
         failed, PQC_003 if the PQ key is not the caller's, ATT_* in strict mode."""
         if not result.valid:
-            raise ApiError("PQC_004", "signature verification failed", ecdsaValid=result.ecdsa_valid,
-                           pqcValid=result.pqc_valid)
+            raise ApiError(
+                "PQC_004", "signature verification failed", ecdsaValid=result.ecdsa_valid, pqcValid=result.pqc_valid
+            )
         env = environment_of(principal)
-        key = self._store.pq_key_by_fingerprint(principal.account.id, env, h.algorithm.value,
-                                                pqc.public_key_fingerprint(h.pqc_public_key))
+        key = self._store.pq_key_by_fingerprint(
+            principal.account.id, env, h.algorithm.value, pqc.public_key_fingerprint(h.pqc_public_key)
+        )
         if key is None:
-            raise ApiError("PQC_003", f"this {h.algorithm.value} public key is not registered to your account in the"
-                           f" {env.value} environment; generate or register it first", field="pqcPublicKey")
+            raise ApiError(
+                "PQC_003",
+                f"this {h.algorithm.value} public key is not registered to your account in the"
+                f" {env.value} environment; generate or register it first",
+                field="pqcPublicKey",
+            )
         challenge = self._strict_challenge(principal, h) if strict else None
         assert result.signer is not None
         now = self._clock.now()
         attestation = Attestation(
-            id=new_id("att"), account_id=principal.account.id, environment=env, pq_key_id=key.id, message=h.message,
-            ecdsa_public_key=result.signer, ecdsa_claim=h.claimed.text, ecdsa_scheme=h.scheme.value,
-            ecdsa_signature=h.ecdsa_signature, ecdsa_signature_hash=hashlib.sha256(h.ecdsa_signature).digest(),
-            pqc_public_key=h.pqc_public_key, algorithm=h.algorithm.value, context=h.context,
-            pqc_signature=h.pqc_signature, pqc_signature_hash=hashlib.sha256(h.pqc_signature).digest(),
-            chain=h.chain, metadata=json.dumps(metadata, separators=(",", ":"), sort_keys=True),
-            challenge_id=challenge.id if challenge else None, created_at=now,
+            id=new_id("att"),
+            account_id=principal.account.id,
+            environment=env,
+            pq_key_id=key.id,
+            message=h.message,
+            ecdsa_public_key=result.signer,
+            ecdsa_claim=h.claimed.text,
+            ecdsa_scheme=h.scheme.value,
+            ecdsa_signature=h.ecdsa_signature,
+            ecdsa_signature_hash=hashlib.sha256(h.ecdsa_signature).digest(),
+            pqc_public_key=h.pqc_public_key,
+            algorithm=h.algorithm.value,
+            context=h.context,
+            pqc_signature=h.pqc_signature,
+            pqc_signature_hash=hashlib.sha256(h.pqc_signature).digest(),
+            chain=h.chain,
+            metadata=json.dumps(metadata, separators=(",", ":"), sort_keys=True),
+            challenge_id=challenge.id if challenge else None,
+            created_at=now,
         )
         if not await self._store.add_attestation(attestation, now):
             raise ApiError("ATT_002", "strict mode: this statement was already used or has expired", field="message")
@@ -221,6 +293,9 @@ class AttestationService:
         """One of the caller's attestations in its environment (REQ_005 otherwise)."""
         found = self._store.get_attestation(principal.account.id, environment_of(principal), attestation_id)
         if found is None:
-            raise ApiError("REQ_005", f"no attestation {attestation_id[:40]} in this account and environment",
-                           field="attestationId")
+            raise ApiError(
+                "REQ_005",
+                f"no attestation {attestation_id[:40]} in this account and environment",
+                field="attestationId",
+            )
         return found

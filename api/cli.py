@@ -57,8 +57,10 @@ def _cmd_purge_keys(args: argparse.Namespace) -> int:
     from api.custody import purge_due_keys
 
     destroyed = purge_due_keys(_settings(args))
-    print(f"destroyed {len(destroyed)} managed key(s) whose deletion date has passed"
-          + (": " + ", ".join(destroyed) if destroyed else ""))
+    print(
+        f"destroyed {len(destroyed)} managed key(s) whose deletion date has passed"
+        + (": " + ", ".join(destroyed) if destroyed else "")
+    )
     return 0
 
 
@@ -83,11 +85,17 @@ def build_parser() -> argparse.ArgumentParser:
     set_plan.add_argument("plan", choices=[p.value for p in Plan])
     set_plan.set_defaults(func=_cmd_set_plan)
     purge = admin_sub.add_parser(
-        "purge-keys", parents=[common],
-        help="destroy managed keys whose deletion waiting period is over (the server also does this periodically)")
+        "purge-keys",
+        parents=[common],
+        help="destroy managed keys whose deletion waiting period is over (the server also does this periodically)",
+    )
     purge.set_defaults(func=_cmd_purge_keys)
-    sub.add_parser("client", add_help=False, help="the client SDK's command: keygen, register, attest, verify, "
-                                                 "scan, keys (same as qday-client; see docs/quickstart.md)")
+    sub.add_parser(
+        "client",
+        add_help=False,
+        help="the client SDK's command: keygen, register, attest, verify, "
+        "scan, keys (same as qday-client; see docs/quickstart.md)",
+    )
     from pipelines.cli import add_commands  # sql, watch import, up (docs/analytics.md)
 
     add_commands(sub, common, _settings)

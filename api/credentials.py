@@ -163,7 +163,7 @@ class SessionCodec:
         """The session a token stands for; raises ``InvalidSession`` otherwise."""
         if not token.startswith(self._prefix) or token.count(".") != 1:
             raise InvalidSession("malformed")
-        body, sig = token[len(self._prefix):].split(".")
+        body, sig = token[len(self._prefix) :].split(".")
         expected = _b64(hmac.new(self._key, body.encode(), hashlib.sha256).digest())
         if not hmac.compare_digest(sig.encode(), expected.encode()):
             raise InvalidSession("bad signature")

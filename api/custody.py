@@ -113,9 +113,15 @@ class ManagedCustodyService:
     """Managed keys of one store and one custody backend (None: unavailable,
     every operation needing private material answers CUS_004)."""
 
-    def __init__(self, store: ManagedKeyStore, custody: KeyCustody | None, clock: Clock,
-                 executor: Executor | None = None, deletion_wait_days: int = MIN_DELETION_WAIT_DAYS,
-                 unavailable_reason: str = "") -> None:
+    def __init__(
+        self,
+        store: ManagedKeyStore,
+        custody: KeyCustody | None,
+        clock: Clock,
+        executor: Executor | None = None,
+        deletion_wait_days: int = MIN_DELETION_WAIT_DAYS,
+        unavailable_reason: str = "",
+    ) -> None:
         if deletion_wait_days < MIN_DELETION_WAIT_DAYS:
             raise ValueError(f"the deletion waiting period is at least {MIN_DELETION_WAIT_DAYS} days")
         self._store = store
@@ -142,19 +148,27 @@ class ManagedCustodyService:
     def require_plan(principal: Principal) -> None:
         """CUS_001 unless the account's plan includes managed custody."""
         if principal.account.plan not in MANAGED_PLANS:
-            raise ApiError("CUS_001", f"managed custody requires the Pro or Enterprise plan; this account is on "
-                           f"{principal.account.plan.value}", plan=principal.account.plan.value,
-                           requiredPlans=[p.value for p in MANAGED_PLANS])
+            raise ApiError(
+                "CUS_001",
+                f"managed custody requires the Pro or Enterprise plan; this account is on "
+                f"{principal.account.plan.value}",
+                plan=principal.account.plan.value,
+                requiredPlans=[p.value for p in MANAGED_PLANS],
+            )
 
     @staticmethod
     def managed_algorithm(name: str) -> pqc.Algorithm:
         """An ML-DSA algorithm; PQC_001 for unknown names, CUS_003 for SLH-DSA."""
         algorithm = pqc.parse_algorithm(name)
         if algorithm not in MANAGED_ALGORITHMS:
-            raise ApiError("CUS_003", f"managed keys are ML-DSA only; {algorithm.value} keys can only be generated "
-                           "in self custody (custody: self) and cannot be moved into managed custody",
-                           field="algorithm", algorithm=algorithm.value,
-                           supported=[a.value for a in MANAGED_ALGORITHMS])
+            raise ApiError(
+                "CUS_003",
+                f"managed keys are ML-DSA only; {algorithm.value} keys can only be generated "
+                "in self custody (custody: self) and cannot be moved into managed custody",
+                field="algorithm",
+                algorithm=algorithm.value,
+                supported=[a.value for a in MANAGED_ALGORITHMS],
+            )
         return algorithm
 
     def _key(self, principal: Principal, key_id: str) -> ManagedKey:
@@ -167,39 +181,73 @@ class ManagedCustodyService:
     @staticmethod
     def _state_error(key: ManagedKey, action: str) -> ApiError:
         if key.state is ManagedKeyState.DESTROYED:
-            return ApiError("CUS_005", f"managed key {key.id} was destroyed at {iso(key.destroyed_at)}; its private "
-                            "key no longer exists", state=key.state.value,
-                            destroyedAt=iso(key.destroyed_at))  # type: ignore[arg-type]
+            return ApiError(
+                "CUS_005",
+                f"managed key {key.id} was destroyed at {iso(key.destroyed_at)}; its private key no longer exists",
+                state=key.state.value,
+                destroyedAt=iso(key.destroyed_at),
+            )  # type: ignore[arg-type]
         if key.state is ManagedKeyState.PENDING_DELETION and action == "sign":
-            return ApiError("CUS_002", f"managed key {key.id} is pending deletion (scheduled for "
-                            f"{iso(key.deletion_scheduled_at)}); cancel the deletion to sign with it",  # type: ignore[arg-type]
-                            state=key.state.value, deletionScheduledAt=iso(key.deletion_scheduled_at))  # type: ignore[arg-type]
+            return ApiError(
+                "CUS_002",
+                f"managed key {key.id} is pending deletion (scheduled for "
+                f"{iso(key.deletion_scheduled_at)}); cancel the deletion to sign with it",  # type: ignore[arg-type]
+                state=key.state.value,
+                deletionScheduledAt=iso(key.deletion_scheduled_at),
+            )  # type: ignore[arg-type]
         scheduled = iso(key.deletion_scheduled_at) if key.deletion_scheduled_at else None
-        return ApiError("CUS_006", f"cannot {action} managed key {key.id} in state {key.state.value}",
-                        state=key.state.value, deletionScheduledAt=scheduled)
+        return ApiError(
+            "CUS_006",
+            f"cannot {action} managed key {key.id} in state {key.state.value}",
+            state=key.state.value,
+            deletionScheduledAt=scheduled,
+        )
 
     async def _off_loop(self, fn: Callable[..., T], *args: Any) -> T:
         if self._executor is None:
             return fn(*args)
         return await run_blocking(self._executor, fn, *args)
 
-    def _event(self, key: ManagedKey, principal: Principal | None, kind: str, state: ManagedKeyState,
-               at: datetime, request_id: str | None, **details: str) -> ManagedKeyEvent:
+    def _event(
+        self,
+        key: ManagedKey,
+        principal: Principal | None,
+        kind: str,
+        state: ManagedKeyState,
+        at: datetime,
+        request_id: str | None,
+        **details: str,
+    ) -> ManagedKeyEvent:
         actor = PURGE_ACTOR if principal is None else f"api_key:{principal.credential_id}"
-        return ManagedKeyEvent(new_id("evt"), key.id, key.account_id, key.environment, kind, state, actor, request_id,
-                               at, json.dumps(details, separators=(",", ":"), sort_keys=True))
+        return ManagedKeyEvent(
+            new_id("evt"),
+            key.id,
+            key.account_id,
+            key.environment,
+            kind,
+            state,
+            actor,
+            request_id,
+            at,
+            json.dumps(details, separators=(",", ":"), sort_keys=True),
+        )
 
     # --- operations -----------------------------------------------------------------------
 
-    async def create(self, principal: Principal, algorithm_name: str, chain: str,
-                     request_id: str | None = None) -> ManagedKey:
+    async def create(
+        self, principal: Principal, algorithm_name: str, chain: str, request_id: str | None = None
+    ) -> ManagedKey:
         """A new managed key: generated and wrapped in custody, then the key row, its
         ``created`` event and its public-key registration in one transaction."""
         self.require_plan(principal)
         algorithm = self.managed_algorithm(algorithm_name)
         if chain.lower() not in KEYGEN_CHAINS:
-            raise ApiError("GEN_001", f"keys can be generated for {', '.join(KEYGEN_CHAINS)}; not for {chain[:40]!r}",
-                           field="chain", supported=list(KEYGEN_CHAINS))
+            raise ApiError(
+                "GEN_001",
+                f"keys can be generated for {', '.join(KEYGEN_CHAINS)}; not for {chain[:40]!r}",
+                field="chain",
+                supported=list(KEYGEN_CHAINS),
+            )
         custody = self._backend()
         env = environment_of(principal)
         key_id = new_id("key")
@@ -212,12 +260,42 @@ class ManagedCustodyService:
             raise ApiError("GEN_002", "managed key generation failed; nothing was stored") from exc
         now = self._clock.now()
         fingerprint = pqc.public_key_fingerprint(made.public_key)
-        key = ManagedKey(key_id, principal.account.id, env, algorithm.value, chain.lower(), made.public_key,
-                         fingerprint, made.backend, made.wrapping_key, made.key_ref, ManagedKeyState.ACTIVE, now)
-        event = self._event(key, principal, "created", ManagedKeyState.ACTIVE, now, request_id,
-                            algorithm=algorithm.value, chain=key.chain, backend=made.backend)
-        registration = PqKey(key_id, principal.account.id, env, algorithm.value, key.chain, made.public_key,
-                             fingerprint, KeyOrigin.GENERATED, now)
+        key = ManagedKey(
+            key_id,
+            principal.account.id,
+            env,
+            algorithm.value,
+            chain.lower(),
+            made.public_key,
+            fingerprint,
+            made.backend,
+            made.wrapping_key,
+            made.key_ref,
+            ManagedKeyState.ACTIVE,
+            now,
+        )
+        event = self._event(
+            key,
+            principal,
+            "created",
+            ManagedKeyState.ACTIVE,
+            now,
+            request_id,
+            algorithm=algorithm.value,
+            chain=key.chain,
+            backend=made.backend,
+        )
+        registration = PqKey(
+            key_id,
+            principal.account.id,
+            env,
+            algorithm.value,
+            key.chain,
+            made.public_key,
+            fingerprint,
+            KeyOrigin.GENERATED,
+            now,
+        )
         try:
             await self._store.create(key, event, registration)
         except BaseException:
@@ -227,18 +305,32 @@ class ManagedCustodyService:
             raise
         return key
 
-    async def sign(self, principal: Principal, key_id: str, algorithm_name: str, message: bytes, context: bytes,
-                   request_id: str | None = None) -> Signed:
+    async def sign(
+        self,
+        principal: Principal,
+        key_id: str,
+        algorithm_name: str,
+        message: bytes,
+        context: bytes,
+        request_id: str | None = None,
+    ) -> Signed:
         """A signature with an active managed key, counted before it is returned."""
         self.require_plan(principal)
         algorithm = self.managed_algorithm(algorithm_name)
         if len(context) > pqc.MAX_CONTEXT_BYTES:
-            raise ApiError("REQ_001", f"invalid request: context must be at most {pqc.MAX_CONTEXT_BYTES} bytes "
-                           "(field 'context')", field="context")
+            raise ApiError(
+                "REQ_001",
+                f"invalid request: context must be at most {pqc.MAX_CONTEXT_BYTES} bytes (field 'context')",
+                field="context",
+            )
         key = self._key(principal, key_id)
         if key.algorithm != algorithm.value:
-            raise ApiError("REQ_001", f"invalid request: managed key {key.id} is {key.algorithm}, not "
-                           f"{algorithm.value} (field 'algorithm')", field="algorithm", keyAlgorithm=key.algorithm)
+            raise ApiError(
+                "REQ_001",
+                f"invalid request: managed key {key.id} is {key.algorithm}, not {algorithm.value} (field 'algorithm')",
+                field="algorithm",
+                keyAlgorithm=key.algorithm,
+            )
         if key.state is not ManagedKeyState.ACTIVE or key.key_ref is None:
             raise self._state_error(key, "sign")
         custody = self._backend()
@@ -277,8 +369,15 @@ class ManagedCustodyService:
         key = self._key(principal, key_id)
         now = self._clock.now()
         due = now + self._wait
-        event = self._event(key, principal, "deletion_scheduled", ManagedKeyState.PENDING_DELETION, now, request_id,
-                            deletionScheduledAt=iso(due))
+        event = self._event(
+            key,
+            principal,
+            "deletion_scheduled",
+            ManagedKeyState.PENDING_DELETION,
+            now,
+            request_id,
+            deletionScheduledAt=iso(due),
+        )
         updated = await self._store.schedule_deletion(key.account_id, key.environment, key.id, now, due, event)
         if updated is None:
             raise self._state_error(self._key(principal, key_id), "schedule the deletion of")
@@ -287,8 +386,7 @@ class ManagedCustodyService:
     async def cancel_deletion(self, principal: Principal, key_id: str, request_id: str | None = None) -> ManagedKey:
         """pending_deletion → active (before the purge has destroyed it)."""
         key = self._key(principal, key_id)
-        event = self._event(key, principal, "deletion_cancelled", ManagedKeyState.ACTIVE, self._clock.now(),
-                            request_id)
+        event = self._event(key, principal, "deletion_cancelled", ManagedKeyState.ACTIVE, self._clock.now(), request_id)
         updated = await self._store.cancel_deletion(key.account_id, key.environment, key.id, event)
         if updated is None:
             raise self._state_error(self._key(principal, key_id), "cancel the deletion of")
@@ -320,9 +418,16 @@ class ManagedCustodyService:
         now = self._clock.now()
         destroyed: list[str] = []
         for key in self._store.due_for_destruction(now, limit):
-            event = self._event(key, None, "destroyed", ManagedKeyState.DESTROYED, now, None,
-                                deletionRequestedAt=iso(key.deletion_requested_at),  # type: ignore[arg-type]
-                                deletionScheduledAt=iso(key.deletion_scheduled_at))  # type: ignore[arg-type]
+            event = self._event(
+                key,
+                None,
+                "destroyed",
+                ManagedKeyState.DESTROYED,
+                now,
+                None,
+                deletionRequestedAt=iso(key.deletion_requested_at),  # type: ignore[arg-type]
+                deletionScheduledAt=iso(key.deletion_scheduled_at),
+            )  # type: ignore[arg-type]
             if not await self._store.destroy(key.id, now, event):
                 continue  # cancelled meanwhile, or another process destroyed it first
             destroyed.append(key.id)
@@ -367,14 +472,21 @@ def open_custody_backend(settings: Any) -> KeyCustody:
         raise CustodyUnavailable("managed custody is disabled (custody_backend = disabled)")
     if settings.custody_backend == "softhsm":
         conf = resolve_softhsm_conf(settings.softhsm_conf, settings.data_dir)
-        return open_softhsm(conf, settings.custody_token_label, settings.custody_pin, settings.custody_wrap_key_label,
-                            settings.custody_module)
-    return Pkcs11WrappedSeedCustody(settings.custody_module, settings.custody_token_label, settings.custody_pin,
-                                    settings.custody_wrap_key_label)
+        return open_softhsm(
+            conf,
+            settings.custody_token_label,
+            settings.custody_pin,
+            settings.custody_wrap_key_label,
+            settings.custody_module,
+        )
+    return Pkcs11WrappedSeedCustody(
+        settings.custody_module, settings.custody_token_label, settings.custody_pin, settings.custody_wrap_key_label
+    )
 
 
-def open_managed_custody(settings: Any, store: ManagedKeyStore, clock: Clock,
-                         executor: Executor | None) -> ManagedCustodyService:
+def open_managed_custody(
+    settings: Any, store: ManagedKeyStore, clock: Clock, executor: Executor | None
+) -> ManagedCustodyService:
     """The service for a server: the configured backend, or none (CUS_004 on use)
     when it cannot be opened, so the rest of the API still starts."""
     custody: KeyCustody | None = None
@@ -397,8 +509,9 @@ def purge_due_keys(settings: Any, clock: Clock | None = None) -> list[str]:
 
     conn = open_database(settings.operational_db, settings.sqlite_synchronous)
     try:
-        service = ManagedCustodyService(SqliteManagedKeyStore(conn), None, clock or SystemClock(), None,
-                                        settings.deletion_wait_days)
+        service = ManagedCustodyService(
+            SqliteManagedKeyStore(conn), None, clock or SystemClock(), None, settings.deletion_wait_days
+        )
         return asyncio.run(service.purge_due(limit=100_000))
     finally:
         conn.close()

@@ -73,7 +73,11 @@ class EndpointGroup:
                 return await handler(request, **params)
 
             self.blueprint.add_route(
-                wrapped, sanic_path or "/", methods=[method], name=handler.__name__, ctx_endpoint=endpoint,
+                wrapped,
+                sanic_path or "/",
+                methods=[method],
+                name=handler.__name__,
+                ctx_endpoint=endpoint,
                 strict_slashes=False,
             )
             return handler

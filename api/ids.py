@@ -35,7 +35,7 @@ class _RandomPool:
                 self._buffer, self._offset = os.urandom(max(_POOL_BYTES, n)), 0
             start = self._offset
             self._offset += n
-            return self._buffer[start:self._offset]
+            return self._buffer[start : self._offset]
 
 
 _pool = _RandomPool()

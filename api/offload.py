@@ -26,8 +26,9 @@ async def run_blocking(executor: Executor, fn: Callable[P, R], *args: P.args, **
 _INLINE_VERIFY = {"ml-dsa-44", "ml-dsa-65", "ml-dsa-87", "slh-dsa-sha2-128s"}
 
 
-async def run_verification(executor: Executor, algorithm: str, fn: Callable[P, R], *args: P.args,
-                           **kwargs: P.kwargs) -> R:
+async def run_verification(
+    executor: Executor, algorithm: str, fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs
+) -> R:
     """Run a signature check inline when it is cheap for ``algorithm``, else off the loop."""
     if algorithm in _INLINE_VERIFY:
         return fn(*args, **kwargs)

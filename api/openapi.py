@@ -65,7 +65,13 @@ _LINKS: dict[tuple[str, str], list[tuple[str, str, str, dict[str, str], Any]]] =
     ("POST", "/v1/auth/api-keys/{key_id}/rotate"): [
         ("DeleteReplacementKey", "DELETE", "/v1/auth/api-keys/{key_id}", {"key_id": _CREATED_ID}, None),
         ("RotateReplacementKey", "POST", "/v1/auth/api-keys/{key_id}/rotate", {"key_id": _CREATED_ID}, None),
-        ("RotateAgain", "POST", "/v1/auth/api-keys/{key_id}/rotate", {"key_id": "$response.body#/data/rotatedFrom"}, None),
+        (
+            "RotateAgain",
+            "POST",
+            "/v1/auth/api-keys/{key_id}/rotate",
+            {"key_id": "$response.body#/data/rotatedFrom"},
+            None,
+        ),
     ],
     ("POST", "/v1/keys/generate"): [
         ("GetManagedKey", "GET", "/v1/keys/{id}", {"id": _CREATED_ID}, None),
@@ -105,8 +111,10 @@ def _operation(endpoint: Endpoint, schemas: dict[type, Any]) -> dict[str, Any]:
         "summary": endpoint.summary,
         "operationId": _operation_id(endpoint.method, endpoint.path),
         "tags": [endpoint.tag],
-        "description": (endpoint.description + f"\n\nCredential: {endpoint.credential.value}. "
-                        f"Rate-limit group: {endpoint.rate_group.value}.").strip(),
+        "description": (
+            endpoint.description + f"\n\nCredential: {endpoint.credential.value}. "
+            f"Rate-limit group: {endpoint.rate_group.value}."
+        ).strip(),
     }
     params = [
         {"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
@@ -123,7 +131,8 @@ def _operation(endpoint: Endpoint, schemas: dict[type, Any]) -> dict[str, Any]:
         responses[str(endpoint.status)] = {"description": "Success, no body", "headers": _RATE_HEADERS}
     elif not endpoint.enveloped:
         responses[str(endpoint.status)] = {
-            "description": "Success", "headers": _RATE_HEADERS,
+            "description": "Success",
+            "headers": _RATE_HEADERS,
             "content": {endpoint.content_type: {"schema": schemas[endpoint.response]}},
         }
     else:
@@ -159,9 +168,7 @@ def _operation(endpoint: Endpoint, schemas: dict[type, Any]) -> dict[str, Any]:
 
 def build_openapi(endpoints: list[Endpoint], version: str) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the given endpoints."""
-    models = sorted(
-        {m for e in endpoints for m in (e.body, e.response) if m is not None} | {Meta, ErrorBody}, key=repr
-    )
+    models = sorted({m for e in endpoints for m in (e.body, e.response) if m is not None} | {Meta, ErrorBody}, key=repr)
     schema_list, components = msgspec.json.schema_components(models, ref_template=_REF)
     schemas = dict(zip(models, schema_list, strict=True))
     paths: dict[str, dict[str, Any]] = defaultdict(dict)
@@ -222,11 +229,19 @@ def render_docs(document: dict[str, Any]) -> str:
             parts.append(f"<p>{html.escape(op['summary'])}. {html.escape(op['description'])}</p>")
             body = op.get("requestBody")
             if body:
-                parts.append("<p>Request body:</p>" + _fields_table(body["content"]["application/json"]["schema"], components))
-            codes = sorted(c for status, r in op["responses"].items() if status >= "400"
-                           for c in r["content"]["application/json"]["schema"]["properties"]["error"]["properties"]["code"]["enum"])
+                parts.append(
+                    "<p>Request body:</p>" + _fields_table(body["content"]["application/json"]["schema"], components)
+                )
+            codes = sorted(
+                c
+                for status, r in op["responses"].items()
+                if status >= "400"
+                for c in r["content"]["application/json"]["schema"]["properties"]["error"]["properties"]["code"]["enum"]
+            )
             parts.append("<p>Errors: " + ", ".join(f"<code>{c}</code>" for c in codes) + "</p>")
-    rows = "".join(f"<tr><td><code>{c}</code></td><td>{s}</td><td>{html.escape(m)}</td></tr>" for c, (s, m) in ERROR_CODES.items())
+    rows = "".join(
+        f"<tr><td><code>{c}</code></td><td>{s}</td><td>{html.escape(m)}</td></tr>" for c, (s, m) in ERROR_CODES.items()
+    )
     parts.append(f"<h2>Error codes</h2><table><tr><th>code</th><th>HTTP</th><th>meaning</th></tr>{rows}</table>")
     parts.append("</body></html>")
     return "".join(parts)

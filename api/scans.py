@@ -77,9 +77,16 @@ def candidate_chains(address: str, environment: Environment) -> list[Chain]:
 class ScanService:
     """Scans for the API, over injected chain clients and price sources."""
 
-    def __init__(self, store: ScanStore, clients: Mapping[Environment, Mapping[Chain, ChainClient]],
-                 prices: Mapping[Environment, PriceOracle], clock: Clock, ttl_seconds: int,
-                 pipeline_ttl_seconds: int, readiness: ReadinessData | None = None) -> None:
+    def __init__(
+        self,
+        store: ScanStore,
+        clients: Mapping[Environment, Mapping[Chain, ChainClient]],
+        prices: Mapping[Environment, PriceOracle],
+        clock: Clock,
+        ttl_seconds: int,
+        pipeline_ttl_seconds: int,
+        readiness: ReadinessData | None = None,
+    ) -> None:
         self._store = store
         self._clients = clients
         self._prices = prices
@@ -101,8 +108,7 @@ class ScanService:
             return ScanOutcome(stored, cached=True)
         observation = await self._observe(env, target)
         if not observation.has_activity:
-            raise AddressNotFound(f"{text} has no activity on {chain_id.value}", chain=chain_id.value,
-                                  address=text)
+            raise AddressNotFound(f"{text} has no activity on {chain_id.value}", chain=chain_id.value, address=text)
         price = await self._prices[env].price(observation.symbol, PRICE_WAIT_SECONDS)
         risk = score_observation(observation, price, self._readiness)
         record = scan_record(observation, risk, principal.account.id, env, now, "api")
@@ -137,8 +143,9 @@ class ScanService:
         """Add an address (validated, canonical form) to the caller's watch list."""
         env = environment_of(principal)
         target = resolve_address(address, chain, env)
-        entry = WatchedAddress(new_id("wat"), principal.account.id, env, target.chain.value, str(target), label,
-                               self._clock.now())
+        entry = WatchedAddress(
+            new_id("wat"), principal.account.id, env, target.chain.value, str(target), label, self._clock.now()
+        )
         return await self._store.watch(entry)
 
     def watchlist(self, principal: Principal) -> list[WatchedAddress]:

@@ -75,7 +75,8 @@ def parse_claimed_signer(text: str, field: str = "ecdsaPublicKey") -> ClaimedSig
         ) from None
     if not isinstance(address, P2PKHAddress | P2WPKHAddress):
         raise ApiError(
-            "PQC_002", f"only P2PKH and P2WPKH addresses name a single key; give the public key (field '{field}')",
+            "PQC_002",
+            f"only P2PKH and P2WPKH addresses name a single key; give the public key (field '{field}')",
             field=field,
         )
     return ClaimedSigner(pqc.ClaimedSigner.HASH160, address.payload, text)

@@ -39,14 +39,20 @@ def _lines(fields: list[tuple[str, str]]) -> str:
 
 def registration_challenge(claims: RegistrationClaims, key: bytes) -> str:
     """A signed challenge text for proving possession of a private key."""
-    body = REGISTRATION_HEADER + "\n" + _lines([
-        ("account", claims.account_id),
-        ("environment", claims.environment),
-        ("algorithm", claims.algorithm),
-        ("key", claims.fingerprint),
-        ("expires", iso(claims.expires_at)),
-        ("nonce", secrets.token_hex(16)),
-    ])
+    body = (
+        REGISTRATION_HEADER
+        + "\n"
+        + _lines(
+            [
+                ("account", claims.account_id),
+                ("environment", claims.environment),
+                ("algorithm", claims.algorithm),
+                ("key", claims.fingerprint),
+                ("expires", iso(claims.expires_at)),
+                ("nonce", secrets.token_hex(16)),
+            ]
+        )
+    )
     tag = hmac.new(key, body.encode(), hashlib.sha256).hexdigest()
     return f"{body}\ntag: {tag}"
 
@@ -62,24 +68,40 @@ def read_registration_challenge(text: str, key: bytes) -> RegistrationClaims | N
         return None
     fields = dict(line.split(": ", 1) for line in body.splitlines()[1:])
     return RegistrationClaims(
-        fields["account"], fields["environment"], fields["algorithm"], fields["key"],
+        fields["account"],
+        fields["environment"],
+        fields["algorithm"],
+        fields["key"],
         datetime.fromisoformat(fields["expires"].replace("Z", "+00:00")),
     )
 
 
-def attestation_statement(domain: str, chain: str, ecdsa_signer: str, algorithm: str, pqc_fingerprint: str,
-                          issued_at: datetime, expires_at: datetime) -> str:
+def attestation_statement(
+    domain: str,
+    chain: str,
+    ecdsa_signer: str,
+    algorithm: str,
+    pqc_fingerprint: str,
+    issued_at: datetime,
+    expires_at: datetime,
+) -> str:
     """The statement both keys sign in strict mode: it names the service, the chain
     and both keys, so a signature over it cannot be replayed elsewhere."""
-    return ATTESTATION_HEADER + "\n" + _lines([
-        ("domain", domain),
-        ("chain", chain),
-        ("ecdsa", ecdsa_signer),
-        ("pqc", f"{algorithm}:{pqc_fingerprint}"),
-        ("nonce", secrets.token_hex(16)),
-        ("issued", iso(issued_at)),
-        ("expires", iso(expires_at)),
-    ])
+    return (
+        ATTESTATION_HEADER
+        + "\n"
+        + _lines(
+            [
+                ("domain", domain),
+                ("chain", chain),
+                ("ecdsa", ecdsa_signer),
+                ("pqc", f"{algorithm}:{pqc_fingerprint}"),
+                ("nonce", secrets.token_hex(16)),
+                ("issued", iso(issued_at)),
+                ("expires", iso(expires_at)),
+            ]
+        )
+    )
 
 
 def statement_hash(statement: bytes) -> bytes:

@@ -39,9 +39,7 @@ def decode_body(request: Request, model: type[T]) -> T:
     field-level reason when it does not fit."""
     content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
     if content_type != "application/json":
-        raise ApiError(
-            "REQ_003", "Content-Type must be application/json", received=content_type or None
-        )
+        raise ApiError("REQ_003", "Content-Type must be application/json", received=content_type or None)
     body = request.body or b""
     if not body.strip():
         raise ApiError("REQ_002", "request body is empty; a JSON object is required")
@@ -49,8 +47,12 @@ def decode_body(request: Request, model: type[T]) -> T:
         return msgspec.json.decode(body, type=model)
     except msgspec.ValidationError as exc:
         field, reason = _field_of(str(exc))
-        raise ApiError("REQ_001", f"invalid request: {reason}" + (f" (field '{field}')" if field else ""),
-                       field=field or None, reason=reason) from None
+        raise ApiError(
+            "REQ_001",
+            f"invalid request: {reason}" + (f" (field '{field}')" if field else ""),
+            field=field or None,
+            reason=reason,
+        ) from None
     except msgspec.DecodeError as exc:
         raise ApiError("REQ_002", f"request body is not valid JSON: {exc}") from None
     except UnicodeDecodeError:  # msgspec raises this, not DecodeError, for bad UTF-8 inside a string

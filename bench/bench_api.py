@@ -34,10 +34,15 @@ def measure() -> list[Figure]:
     data_dir = tempfile.mkdtemp(prefix="qday-bench-api-")
     bare_port, api_port = free_port(), free_port()
     env = {"QDAY_RATE_LIMIT_MULTIPLIER": "100000"}
-    with Server(python_argv("bench/bare_server.py", str(bare_port)), bare_port) as bare, Server(
-        python_argv("-m", "api.cli", "serve", "--data-dir", data_dir, "--port", str(api_port)), api_port, env,
-        ready_path="/v1/health",
-    ) as api:
+    with (
+        Server(python_argv("bench/bare_server.py", str(bare_port)), bare_port) as bare,
+        Server(
+            python_argv("-m", "api.cli", "serve", "--data-dir", data_dir, "--port", str(api_port)),
+            api_port,
+            env,
+            ready_path="/v1/health",
+        ) as api,
+    ):
         key = provision_secret_key(f"http://127.0.0.1:{api_port}")
         auth = {"Authorization": f"Bearer {key}"}
         rates: dict[str, list[float]] = {"bare": [], "/v1/watchlist": [], "/v1/auth/api-keys": []}
@@ -51,18 +56,41 @@ def measure() -> list[Figure]:
                     raise RuntimeError(f"failures: {failed}")
                 for name, r in results.items():
                     rates[name].append(r.per_second)
-                print(f"round {i + 1}/{ROUNDS}: "
-                      + ", ".join(f"{n} {r.per_second:,.0f} req/s" for n, r in results.items()), flush=True)
+                print(
+                    f"round {i + 1}/{ROUNDS}: "
+                    + ", ".join(f"{n} {r.per_second:,.0f} req/s" for n, r in results.items()),
+                    flush=True,
+                )
     medians = {name: statistics.median(values) for name, values in rates.items()}
-    print(f"API RSS while loaded: peak sampled {api_memory.peak / MIB:.0f} MiB, "
-          f"growth {api_memory.slope_per_minute(SECONDS) / MIB:+.1f} MiB/min", flush=True)
+    print(
+        f"API RSS while loaded: peak sampled {api_memory.peak / MIB:.0f} MiB, "
+        f"growth {api_memory.slope_per_minute(SECONDS) / MIB:+.1f} MiB/min",
+        flush=True,
+    )
     return [
-        Figure("authenticated GET /v1/watchlist", medians["/v1/watchlist"], "req/s", medians["bare"],
-               "bare Sanic handler", TARGET),
-        Figure("authenticated GET /v1/auth/api-keys", medians["/v1/auth/api-keys"], "req/s", medians["bare"],
-               "bare Sanic handler"),
-        Figure("API peak RSS under load", api_memory.peak_hwm / MIB, "MiB", bare_memory.peak_hwm / MIB,
-               "bare Sanic handler under the same load", compare="<="),
+        Figure(
+            "authenticated GET /v1/watchlist",
+            medians["/v1/watchlist"],
+            "req/s",
+            medians["bare"],
+            "bare Sanic handler",
+            TARGET,
+        ),
+        Figure(
+            "authenticated GET /v1/auth/api-keys",
+            medians["/v1/auth/api-keys"],
+            "req/s",
+            medians["bare"],
+            "bare Sanic handler",
+        ),
+        Figure(
+            "API peak RSS under load",
+            api_memory.peak_hwm / MIB,
+            "MiB",
+            bare_memory.peak_hwm / MIB,
+            "bare Sanic handler under the same load",
+            compare="<=",
+        ),
     ]
 
 

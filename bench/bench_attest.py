@@ -31,8 +31,12 @@ TARGET = 0.50
 
 def _setup(base: str) -> tuple[str, bytes]:
     key = provision_secret_key(base)
-    generated = httpx.post(f"{base}/v1/keys/generate", json={"algorithm": "ml-dsa-65", "chain": "ethereum"},
-                           headers={"Authorization": f"Bearer {key}"}, timeout=60).json()["data"]
+    generated = httpx.post(
+        f"{base}/v1/keys/generate",
+        json={"algorithm": "ml-dsa-65", "chain": "ethereum"},
+        headers={"Authorization": f"Bearer {key}"},
+        timeout=60,
+    ).json()["data"]
     message = b"qday benchmark attestation"
     ecdsa_key = os.urandom(32)
     body = {
@@ -61,10 +65,21 @@ def measure() -> list[Figure]:
             if result.failures:
                 raise RuntimeError(f"{result.failures} requests failed")
             rates.append(result.per_second)
-            print(f"round {i + 1}/{ROUNDS}: raw recover+verify {ceilings[-1]:,.0f}/s, "
-                  f"HTTP attestations {rates[-1]:,.0f}/s", flush=True)
-    return [Figure("hybrid attestations over HTTP", statistics.median(rates), "/s", statistics.median(ceilings),
-                   "raw recover+verify (one core)", TARGET)]
+            print(
+                f"round {i + 1}/{ROUNDS}: raw recover+verify {ceilings[-1]:,.0f}/s, "
+                f"HTTP attestations {rates[-1]:,.0f}/s",
+                flush=True,
+            )
+    return [
+        Figure(
+            "hybrid attestations over HTTP",
+            statistics.median(rates),
+            "/s",
+            statistics.median(ceilings),
+            "raw recover+verify (one core)",
+            TARGET,
+        )
+    ]
 
 
 def main() -> int:

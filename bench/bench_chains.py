@@ -29,17 +29,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx  # noqa: E402
-from web3 import AsyncWeb3  # noqa: E402
+import httpx
+from web3 import AsyncWeb3
 
-from bench.report import Figure  # noqa: E402
-from chains.clients.evm import EvmClient  # noqa: E402
-from chains.clients.transport import Transport  # noqa: E402
-from chains.clients.web3_provider import TransportProvider  # noqa: E402
-from chains.codecs.evm import EvmAddress  # noqa: E402
-from chains.endpoints import EndpointConfig  # noqa: E402
-from chains.registry import Chain, Network  # noqa: E402
-from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary  # noqa: E402
+from bench.report import Figure
+from chains.clients.evm import EvmClient
+from chains.clients.transport import Transport
+from chains.clients.web3_provider import TransportProvider
+from chains.codecs.evm import EvmAddress
+from chains.endpoints import EndpointConfig
+from chains.registry import Chain, Network
+from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary
 
 TARGET = 0.50
 _METHODS = ("eth_getBalance", "eth_getTransactionCount", "eth_getCode")
@@ -106,13 +106,22 @@ async def _bench(anvil: Anvil, sizes: Sequence[int], rounds: int, web3_sizes: se
                     flush=True,
                 )
             raw = statistics.median(raw_rates)
-            figures.append(Figure(f"EVM client observations, N={size}", statistics.median(client_rates), "obs/s",
-                                  raw, "raw batched JSON-RPC", TARGET))
+            figures.append(
+                Figure(
+                    f"EVM client observations, N={size}",
+                    statistics.median(client_rates),
+                    "obs/s",
+                    raw,
+                    "raw batched JSON-RPC",
+                    TARGET,
+                )
+            )
             print(figures[-1].line(), flush=True)
             if size in web3_sizes:
                 rate = statistics.median([await _timed(partial(_web3, w3, addresses)) for _ in range(min(rounds, 3))])
-                figures.append(Figure(f"web3 8 batch_requests (reference), N={size}", rate, "obs/s", raw,
-                                      "raw batched JSON-RPC"))
+                figures.append(
+                    Figure(f"web3 8 batch_requests (reference), N={size}", rate, "obs/s", raw, "raw batched JSON-RPC")
+                )
                 print(figures[-1].line(), flush=True)
     return figures
 
@@ -122,8 +131,9 @@ async def _observe(client: EvmClient, addresses: list[EvmAddress]) -> int:
     return len(await client.observe(addresses))
 
 
-def measure(sizes: Sequence[int] = (100, 1000), rounds: int = 7,
-            web3_sizes: Sequence[int] = (100, 1000)) -> list[Figure]:
+def measure(
+    sizes: Sequence[int] = (100, 1000), rounds: int = 7, web3_sizes: Sequence[int] = (100, 1000)
+) -> list[Figure]:
     """Run the benchmark on a fresh anvil (printing each round) and return the client's rate
     beside the raw round trip at each size; no figures (SKIPPED printed) without anvil."""
     binary = anvil_binary()
@@ -132,8 +142,9 @@ def measure(sizes: Sequence[int] = (100, 1000), rounds: int = 7,
         return []
     anvil = Anvil(binary)
     try:
-        print(f"anvil {anvil.rpc('web3_clientVersion')} on {anvil.url}; sizes {list(sizes)}, {rounds} rounds",
-              flush=True)
+        print(
+            f"anvil {anvil.rpc('web3_clientVersion')} on {anvil.url}; sizes {list(sizes)}, {rounds} rounds", flush=True
+        )
         return asyncio.run(_bench(anvil, sizes, rounds, set(web3_sizes)))
     finally:
         anvil.stop()

@@ -67,8 +67,9 @@ def _rate(fn, seconds: float = SECONDS) -> float:
     return count / (time.perf_counter() - start)
 
 
-async def _service_rate(service: ManagedCustodyService, principal: Principal, key_id: str, callers: int,
-                        seconds: float = SECONDS) -> float:
+async def _service_rate(
+    service: ManagedCustodyService, principal: Principal, key_id: str, callers: int, seconds: float = SECONDS
+) -> float:
     count = 0
     deadline = time.perf_counter() + seconds
 
@@ -99,8 +100,12 @@ def _http_rate(work: Path, rounds: int) -> list[float]:
         conn.close()
         import httpx
 
-        made = httpx.post(f"{base}/v1/keys/generate", headers={"Authorization": f"Bearer {key}"}, timeout=30,
-                          json={"algorithm": ALGORITHM.value, "chain": "ethereum", "custody": "managed"}).json()["data"]
+        made = httpx.post(
+            f"{base}/v1/keys/generate",
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+            json={"algorithm": ALGORITHM.value, "chain": "ethereum", "custody": "managed"},
+        ).json()["data"]
         body = json.dumps({"key_id": made["id"], "message": MESSAGE.hex(), "algorithm": ALGORITHM.value}).encode()
         headers = {"X-API-Key": key, "Content-Type": "application/json"}
         rates = []
@@ -137,16 +142,20 @@ def measure(rounds: int = ROUNDS, http: bool = False) -> list[Figure]:
         pooled = ManagedCustodyService(store, backend, SystemClock(), executor)
         key_id = asyncio.run(inline.create(principal, ALGORITHM.value, "ethereum")).id
 
-        rows: dict[str, list[float]] = {"raw": [], "custody": [], "service, inline": [], "service, pool": [],
-                                        "service, pool x8": []}
+        rows: dict[str, list[float]] = {
+            "raw": [],
+            "custody": [],
+            "service, inline": [],
+            "service, pool": [],
+            "service, pool x8": [],
+        }
         for i in range(rounds):
             rows["raw"].append(_rate(lambda: pqc.sign(ALGORITHM, seed, MESSAGE, b"")))
             rows["custody"].append(_rate(lambda: backend.sign(ALGORITHM, made.key_ref, binding, MESSAGE, b"")))
             rows["service, inline"].append(asyncio.run(_service_rate(inline, principal, key_id, 1)))
             rows["service, pool"].append(asyncio.run(_service_rate(pooled, principal, key_id, 1)))
             rows["service, pool x8"].append(asyncio.run(_service_rate(pooled, principal, key_id, 8)))
-            print(f"round {i + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rows.items()),
-                  flush=True)
+            print(f"round {i + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:,.0f}/s" for k, v in rows.items()), flush=True)
         if http:
             rows["HTTP, 1 worker"] = _http_rate(work, 3)
             print(f"HTTP rounds: {', '.join(f'{r:,.0f}/s' for r in rows['HTTP, 1 worker'])}", flush=True)
@@ -158,11 +167,22 @@ def measure(rounds: int = ROUNDS, http: bool = False) -> list[Figure]:
         shutil.rmtree(work, ignore_errors=True)
 
     medians = {k: statistics.median(v) for k, v in rows.items()}
-    print(f"\nML-DSA-65 signatures/s (median of {rounds} rounds, {os.cpu_count()} CPUs); "
-          "one caller at a time also pays the durable usage commit and, with the pool, a thread hop")
-    return [Figure(f"managed ML-DSA-65 signing: {name}", rate, "sig/s", medians["raw"], "raw in-process pqc.sign",
-                   1 / TARGET if name in ("custody", "service, pool x8") else None)
-            for name, rate in medians.items() if name != "raw"]
+    print(
+        f"\nML-DSA-65 signatures/s (median of {rounds} rounds, {os.cpu_count()} CPUs); "
+        "one caller at a time also pays the durable usage commit and, with the pool, a thread hop"
+    )
+    return [
+        Figure(
+            f"managed ML-DSA-65 signing: {name}",
+            rate,
+            "sig/s",
+            medians["raw"],
+            "raw in-process pqc.sign",
+            1 / TARGET if name in ("custody", "service, pool x8") else None,
+        )
+        for name, rate in medians.items()
+        if name != "raw"
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,9 +22,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from coincurve import PrivateKey, PublicKey  # noqa: E402
-from cryptography.hazmat.primitives.asymmetric import mldsa  # noqa: E402
-from pqcrypto.sign import (  # type: ignore[import-untyped]  # noqa: E402
+from coincurve import PrivateKey, PublicKey
+from cryptography.hazmat.primitives.asymmetric import mldsa
+from pqcrypto.sign import (  # type: ignore[import-untyped]
     ml_dsa_44,
     ml_dsa_65,
     ml_dsa_87,
@@ -32,9 +32,9 @@ from pqcrypto.sign import (  # type: ignore[import-untyped]  # noqa: E402
     slh_dsa_shake_128s,
 )
 
-import pqc  # noqa: E402
-from bench.report import Figure, print_figures  # noqa: E402
-from pqc import Algorithm  # noqa: E402
+import pqc
+from bench.report import Figure, print_figures
+from pqc import Algorithm
 
 MESSAGE = b"hybrid attestation benchmark message"
 CONTEXT = b"qday"
@@ -105,6 +105,7 @@ def bench_mldsa(algorithm: Algorithm) -> list[Row]:
     raw_key = private_cls.from_seed_bytes(SEED)
     signature = raw_key.sign(MESSAGE, CONTEXT)
     name = algorithm.value
+
     def raw_keygen() -> bytes:
         return private_cls.from_seed_bytes(SEED).public_key().public_bytes_raw()
 
@@ -270,8 +271,9 @@ def figures_of(rows: list[Row]) -> list[Figure]:
     figures = []
     for row in rows:
         target = KEYGEN_TARGET if row.operation.startswith("keygen (seed") else None  # both forms
-        figures.append(Figure(f"{row.algorithm} {row.operation}", row.pqc_us, "µs", row.raw_us, row.raw_call,
-                              target, "<="))
+        figures.append(
+            Figure(f"{row.algorithm} {row.operation}", row.pqc_us, "µs", row.raw_us, row.raw_call, target, "<=")
+        )
     return figures
 
 
@@ -288,8 +290,16 @@ def measure() -> list[Figure]:
     raw_rate = raw_hybrid_ceiling()
     pqc_rate = pqc_hybrid_throughput()
     print("(the ML-DSA expanded secret key is derived with numpy: pqc.mldsa_expand)", flush=True)
-    return [*figures_of(rows), Figure("hybrid check through pqc (low-S, signer match, length checks)", pqc_rate,
-                                      "/s", raw_rate, "raw coincurve recover + ML-DSA-65 verify")]
+    return [
+        *figures_of(rows),
+        Figure(
+            "hybrid check through pqc (low-S, signer match, length checks)",
+            pqc_rate,
+            "/s",
+            raw_rate,
+            "raw coincurve recover + ML-DSA-65 verify",
+        ),
+    ]
 
 
 def main() -> int:

@@ -35,10 +35,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import httpx  # noqa: E402
+import httpx
 
-from bench.report import Figure, print_figures  # noqa: E402
-from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary  # noqa: E402
+from bench.report import Figure, print_figures
+from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary
 
 _METHODS = ("eth_getBalance", "eth_getTransactionCount", "eth_getCode")
 CALLS_PER_POST = 1_000
@@ -57,8 +57,10 @@ def fund(url: str, addresses: list[str]) -> None:
     """Give every address a balance (anvil_setBalance, batched)."""
     with httpx.Client(timeout=120) as http:
         for start in range(0, len(addresses), CALLS_PER_POST):
-            calls = [{"jsonrpc": "2.0", "id": i, "method": "anvil_setBalance", "params": [a, hex(10**17 + i)]}
-                     for i, a in enumerate(addresses[start : start + CALLS_PER_POST])]
+            calls = [
+                {"jsonrpc": "2.0", "id": i, "method": "anvil_setBalance", "params": [a, hex(10**17 + i)]}
+                for i, a in enumerate(addresses[start : start + CALLS_PER_POST])
+            ]
             http.post(url, json=calls).raise_for_status()
 
 
@@ -70,8 +72,11 @@ async def raw_round_trip(url: str, addresses: list[str]) -> float:
 
     async def post(http: httpx.AsyncClient, chunk: list[str]) -> int:
         calls = [{"jsonrpc": "2.0", "id": 0, "method": "eth_blockNumber", "params": []}]
-        calls += [{"jsonrpc": "2.0", "id": 3 * i + k + 1, "method": m, "params": [a, "latest"]}
-                  for i, a in enumerate(chunk) for k, m in enumerate(_METHODS)]
+        calls += [
+            {"jsonrpc": "2.0", "id": 3 * i + k + 1, "method": m, "params": [a, "latest"]}
+            for i, a in enumerate(chunk)
+            for k, m in enumerate(_METHODS)
+        ]
         async with gate:
             response = await http.post(url, content=json.dumps(calls), headers={"content-type": "application/json"})
         return len(json.loads(response.content))
@@ -114,9 +119,13 @@ def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> Non
         asyncio.run(SqliteStore(conn).create_account(account, "x"))
         conn.execute("BEGIN IMMEDIATE")
         now = ts(datetime.now(UTC))
-        conn.executemany("INSERT INTO watchlist VALUES (?,?,?,?,?,?,?)",
-                         ((new_id("wat"), account.id, "live", "ethereum", str(parse_address(a, "ethereum")), None, now)
-                          for a in _addresses(count, seed)))
+        conn.executemany(
+            "INSERT INTO watchlist VALUES (?,?,?,?,?,?,?)",
+            (
+                (new_id("wat"), account.id, "live", "ethereum", str(parse_address(a, "ethereum")), None, now)
+                for a in _addresses(count, seed)
+            ),
+        )
         conn.execute("COMMIT")
         conn.close()
         baseline = _rss_mb()
@@ -133,14 +142,27 @@ def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> Non
         started = time.perf_counter()
         result = materialize([*RESCORING_ASSETS, *risk_checks], partition_key=key, resources=resources)
         pipeline = time.perf_counter() - started
-        steps = {e.step_key: e.event_specific_data.duration_ms / 1000 for e in result.all_events
-                 if e.event_type_value == "STEP_SUCCESS"}
+        steps = {
+            e.step_key: e.event_specific_data.duration_ms / 1000
+            for e in result.all_events
+            if e.event_type_value == "STEP_SUCCESS"
+        }
         published = open_database(root / "qday.sqlite").execute("SELECT count(*) FROM scan_results").fetchone()[0]
         peak = _rss_mb()
     print(f"  [N={count}] raw round trip…", flush=True)
     raw = asyncio.run(raw_round_trip(url, _addresses(count, seed)))
-    results.put({"n": count, "pipeline": pipeline, "raw": raw, "steps": steps, "published": published,
-                 "baseline_mb": baseline, "peak_mb": peak, "success": result.success})
+    results.put(
+        {
+            "n": count,
+            "pipeline": pipeline,
+            "raw": raw,
+            "steps": steps,
+            "published": published,
+            "baseline_mb": baseline,
+            "peak_mb": peak,
+            "success": result.success,
+        }
+    )
 
 
 def _result_of(child: Any, queue: Any, limit: float = 1800) -> dict[str, Any]:
@@ -162,17 +184,42 @@ def _figures(rows: list[dict[str, Any]]) -> list[Figure]:
     figures = []
     for row in rows:
         n = row["n"]
-        figures.append(Figure(f"rescoring end to end, N={n:,}", n / row["pipeline"], "addresses/s",
-                              n / row["raw"], "raw batched JSON-RPC round trip to anvil"))
-        figures.append(Figure(f"rescoring peak RSS, N={n:,}", row["peak_mb"], "MB", row["baseline_mb"],
-                              "process baseline after imports and set-up", compare="<="))
+        figures.append(
+            Figure(
+                f"rescoring end to end, N={n:,}",
+                n / row["pipeline"],
+                "addresses/s",
+                n / row["raw"],
+                "raw batched JSON-RPC round trip to anvil",
+            )
+        )
+        figures.append(
+            Figure(
+                f"rescoring peak RSS, N={n:,}",
+                row["peak_mb"],
+                "MB",
+                row["baseline_mb"],
+                "process baseline after imports and set-up",
+                compare="<=",
+            )
+        )
     growths = {row["n"]: row["peak_mb"] - row["baseline_mb"] for row in rows}
     smallest, largest = min(growths), max(growths)
     if len(growths) > 1:
         slope = statistics.linear_regression(list(growths), list(growths.values())).slope * 100_000
         figures.append(Figure("rescoring peak RSS growth per 100,000 addresses (least squares)", slope, "MB"))
-    figures.append(Figure(f"rescoring peak RSS growth, N={largest:,}", growths[largest], "MB", growths[smallest],
-                          f"growth at N={smallest:,}", 1.5 * growths[smallest] + 64, "<=", "value"))
+    figures.append(
+        Figure(
+            f"rescoring peak RSS growth, N={largest:,}",
+            growths[largest],
+            "MB",
+            growths[smallest],
+            f"growth at N={smallest:,}",
+            1.5 * growths[smallest] + 64,
+            "<=",
+            "value",
+        )
+    )
     return figures
 
 
@@ -199,13 +246,20 @@ def measure(sizes: Sequence[int] = (1_000, 5_000, 20_000)) -> list[Figure]:
                 raise RuntimeError(f"the rescoring run for N={n} failed")
             rows.append(row)
             rate, raw_rate = n / row["pipeline"], n / row["raw"]
-            print(f"[N={n}] pipeline {row['pipeline']:.2f} s = {rate:,.0f} addresses/s end to end "
-                  f"({row['published']:,} published)")
-            print(f"[N={n}] raw batched JSON-RPC {row['raw']:.2f} s = {raw_rate:,.0f} addresses/s; "
-                  f"pipeline/raw = {rate / raw_rate:.2f}")
+            print(
+                f"[N={n}] pipeline {row['pipeline']:.2f} s = {rate:,.0f} addresses/s end to end "
+                f"({row['published']:,} published)"
+            )
+            print(
+                f"[N={n}] raw batched JSON-RPC {row['raw']:.2f} s = {raw_rate:,.0f} addresses/s; "
+                f"pipeline/raw = {rate / raw_rate:.2f}"
+            )
             print(f"[N={n}] steps: " + ", ".join(f"{k} {v:.2f}s" for k, v in row["steps"].items()))
-            print(f"[N={n}] peak RSS {row['peak_mb']:.0f} MB (baseline after imports and set-up "
-                  f"{row['baseline_mb']:.0f} MB, growth {row['peak_mb'] - row['baseline_mb']:.0f} MB)", flush=True)
+            print(
+                f"[N={n}] peak RSS {row['peak_mb']:.0f} MB (baseline after imports and set-up "
+                f"{row['baseline_mb']:.0f} MB, growth {row['peak_mb'] - row['baseline_mb']:.0f} MB)",
+                flush=True,
+            )
     finally:
         anvil.stop()
     return _figures(rows)

@@ -18,8 +18,8 @@ import httpx
 
 from bench.httpload import Server, load, provision_secret_key, python_argv
 from bench.report import Figure, print_figures
-from tests.processes import free_port
 from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary
+from tests.processes import free_port
 
 ROUNDS = 3
 SECONDS = 3.0
@@ -37,13 +37,18 @@ def measure() -> list[Figure]:
     try:
         account = node.new_account(3 * 10**18)
         bare_port, api_port = free_port(), free_port()
-        env = {"QDAY_RATE_LIMIT_MULTIPLIER": "100000", "QDAY_ETHEREUM_RPC_URL": node.url,
-               "QDAY_CUSTODY_BACKEND": "disabled"}
-        argv = python_argv("-m", "api.cli", "serve", "--data-dir", tempfile.mkdtemp(prefix="qday-bench-scan-"),
-                           "--port", str(api_port))
-        with Server(python_argv("bench/bare_server.py", str(bare_port)), bare_port) as bare, Server(
-            argv, api_port, env, ready_path="/v1/health"
-        ) as api:
+        env = {
+            "QDAY_RATE_LIMIT_MULTIPLIER": "100000",
+            "QDAY_ETHEREUM_RPC_URL": node.url,
+            "QDAY_CUSTODY_BACKEND": "disabled",
+        }
+        argv = python_argv(
+            "-m", "api.cli", "serve", "--data-dir", tempfile.mkdtemp(prefix="qday-bench-scan-"), "--port", str(api_port)
+        )
+        with (
+            Server(python_argv("bench/bare_server.py", str(bare_port)), bare_port) as bare,
+            Server(argv, api_port, env, ready_path="/v1/health") as api,
+        ):
             key = provision_secret_key(f"http://127.0.0.1:{api_port}")
             headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
             body = json.dumps({"address": account.address}).encode()
@@ -57,12 +62,22 @@ def measure() -> list[Figure]:
                     raise RuntimeError(f"failures: bare {b.failures}, scan {s.failures}")
                 bare_rates.append(b.per_second)
                 scan_rates.append(s.per_second)
-                print(f"round {i + 1}/{ROUNDS}: bare {b.per_second:,.0f} req/s, cached scans {s.per_second:,.0f} req/s",
-                      flush=True)
+                print(
+                    f"round {i + 1}/{ROUNDS}: bare {b.per_second:,.0f} req/s, cached scans {s.per_second:,.0f} req/s",
+                    flush=True,
+                )
     finally:
         node.stop()
-    return [Figure("cached POST /v1/scan/wallet", statistics.median(scan_rates), "req/s",
-                   statistics.median(bare_rates), "bare Sanic handler", TARGET)]
+    return [
+        Figure(
+            "cached POST /v1/scan/wallet",
+            statistics.median(scan_rates),
+            "req/s",
+            statistics.median(bare_rates),
+            "bare Sanic handler",
+            TARGET,
+        )
+    ]
 
 
 def main() -> int:

@@ -29,7 +29,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.report import Figure, print_figures  # noqa: E402
+from bench.report import Figure, print_figures
 from chains.registry import Family
 from scoring import model
 from scoring.frame import ACCOUNT_TYPE_DTYPE, CHAIN_DTYPE, EXPOSURE_DTYPE, OBSERVATION_SCHEMA
@@ -226,8 +226,7 @@ def bench_loop(rows: int, readiness: ReadinessData) -> tuple[float, int]:
     return rows / elapsed, mismatches.height
 
 
-def measure(rows: Sequence[int] = (1_000_000, 10_000_000), loop_rows: int = 200_000,
-            repeats: int = 5) -> list[Figure]:
+def measure(rows: Sequence[int] = (1_000_000, 10_000_000), loop_rows: int = 200_000, repeats: int = 5) -> list[Figure]:
     """Run the benchmark (printing progress) and return its figures.
 
     The targets apply to the largest size: ``TARGET_ROWS_PER_SECOND`` (10M rows in under
@@ -248,8 +247,9 @@ def measure(rows: Sequence[int] = (1_000_000, 10_000_000), loop_rows: int = 200_
     _say(f"load average at the end {os.getloadavg()[0]:.2f}")
     return [
         *figures,
-        Figure(f"score_frame, {max(rows):,} rows (absolute)", rate, "rows/s", target=TARGET_ROWS_PER_SECOND,
-               on="value"),
+        Figure(
+            f"score_frame, {max(rows):,} rows (absolute)", rate, "rows/s", target=TARGET_ROWS_PER_SECOND, on="value"
+        ),
         Figure("rows where the loop and Polars disagree", mismatches, "rows", target=0, compare="<=", on="value"),
     ]
 

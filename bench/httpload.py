@@ -75,8 +75,15 @@ async def _run(port: int, request: bytes, seconds: float, connections: int) -> L
     return LoadResult(counts[0], counts[1], time.perf_counter() - start)
 
 
-def load(port: int, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b"",
-         seconds: float = 3.0, connections: int = 16) -> LoadResult:
+def load(
+    port: int,
+    method: str,
+    path: str,
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+    seconds: float = 3.0,
+    connections: int = 16,
+) -> LoadResult:
     """Drive ``connections`` keep-alive connections for ``seconds`` and count."""
     request = _request_bytes(method, path, headers or {}, body)
     return asyncio.run(_run(port, request, seconds, connections))
@@ -163,8 +170,12 @@ class Server:
     def __init__(self, argv: list[str], port: int, env: dict[str, str] | None = None, ready_path: str = "/") -> None:
         self.port = port
         self.process = subprocess.Popen(
-            argv, cwd=REPO_ROOT, env={**os.environ, **(env or {})}, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, start_new_session=True,
+            argv,
+            cwd=REPO_ROOT,
+            env={**os.environ, **(env or {})},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
         )
         deadline = time.monotonic() + STARTUP_SECONDS
         while time.monotonic() < deadline:
@@ -197,8 +208,11 @@ def provision_secret_key(base_url: str, email: str = "bench@example.com") -> str
     with httpx.Client(base_url=base_url, timeout=60) as c:
         c.post("/v1/auth/register", json={"email": email, "password": password})
         session = c.post("/v1/auth/login", json={"email": email, "password": password}).json()["data"]["token"]
-        r = c.post("/v1/auth/api-keys", json={"name": "bench", "type": "secret", "environment": "live"},
-                   headers={"Authorization": f"Bearer {session}"})
+        r = c.post(
+            "/v1/auth/api-keys",
+            json={"name": "bench", "type": "secret", "environment": "live"},
+            headers={"Authorization": f"Bearer {session}"},
+        )
         return r.json()["data"]["key"]
 
 

@@ -32,8 +32,16 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-BENCHES = ("bench_pqc", "bench_api", "bench_scan", "bench_attest", "bench_custody", "bench_scoring",
-           "bench_chains", "bench_rescore")
+BENCHES = (
+    "bench_pqc",
+    "bench_api",
+    "bench_scan",
+    "bench_attest",
+    "bench_custody",
+    "bench_scoring",
+    "bench_chains",
+    "bench_rescore",
+)
 _COMPARE = {">=": operator.ge, "<=": operator.le}
 
 
@@ -109,8 +117,17 @@ def _run_once(module_name: str, options: dict[str, Any], timeout: float) -> tupl
     """One run of one bench in a child process: its figures, or the reason it produced none."""
     with tempfile.TemporaryDirectory(prefix="qday-report-") as tmp:
         out = Path(tmp) / "figures.json"
-        argv = [sys.executable, "-m", "bench.report", "--child", module_name, "--options", json.dumps(options),
-                "--out", str(out)]
+        argv = [
+            sys.executable,
+            "-m",
+            "bench.report",
+            "--child",
+            module_name,
+            "--options",
+            json.dumps(options),
+            "--out",
+            str(out),
+        ]
         try:
             finished = subprocess.run(argv, cwd=REPO_ROOT, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
@@ -126,21 +143,37 @@ def median_figure(runs: Sequence[Figure]) -> tuple[Figure, float | None]:
     first = runs[0]
     ceilings = [f.ceiling for f in runs if f.ceiling]
     ratios = [f.ratio for f in runs if f.ratio is not None]
-    merged = Figure(**{**asdict(first), "value": statistics.median(f.value for f in runs),
-                       "ceiling": statistics.median(ceilings) if ceilings else None})
+    merged = Figure(
+        **{
+            **asdict(first),
+            "value": statistics.median(f.value for f in runs),
+            "ceiling": statistics.median(ceilings) if ceilings else None,
+        }
+    )
     return merged, statistics.median(ratios) if ratios else None
 
 
 def machine_facts() -> dict[str, Any]:
     """What the numbers were measured on: cores, load, Python, platform, date, commit."""
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True,
-                            check=False).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
-                           capture_output=True, text=True, check=False).stdout.strip()
-    return {"cores": os.cpu_count(), "load_average": round(os.getloadavg()[0], 2),
-            "python": platform.python_version(), "platform": platform.platform(),
-            "date": datetime.now(UTC).isoformat(timespec="seconds"), "git_commit": commit,
-            "git_tree_modified": bool(dirty)}
+    commit = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+    ).stdout.strip()
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
+    return {
+        "cores": os.cpu_count(),
+        "load_average": round(os.getloadavg()[0], 2),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "git_commit": commit,
+        "git_tree_modified": bool(dirty),
+    }
 
 
 def _rows(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
@@ -152,8 +185,16 @@ def _rows(results: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
                 by_name.setdefault(figure.name, []).append(figure)
         for runs in by_name.values():
             figure, ratio = median_figure(runs)
-            rows.append({"bench": bench, **asdict(figure), "ratio": ratio, "met": figure.judge(ratio),
-                         "runs": len(runs), "values": [f.value for f in runs]})
+            rows.append(
+                {
+                    "bench": bench,
+                    **asdict(figure),
+                    "ratio": ratio,
+                    "met": figure.judge(ratio),
+                    "runs": len(runs),
+                    "values": [f.value for f in runs],
+                }
+            )
     return rows
 
 
@@ -161,8 +202,9 @@ def _cell(value: float | None) -> str:
     return "–" if value is None else _number(value)
 
 
-def write_markdown(path: Path, facts: dict[str, Any], rows: list[dict[str, Any]],
-                   results: dict[str, dict[str, Any]], runs: int) -> None:
+def write_markdown(
+    path: Path, facts: dict[str, Any], rows: list[dict[str, Any]], results: dict[str, dict[str, Any]], runs: int
+) -> None:
     """``bench/REPORT.md``: the machine, then one table row per figure, then failures."""
     lines = [
         "# Benchmark report",
@@ -182,8 +224,10 @@ def write_markdown(path: Path, facts: dict[str, Any], rows: list[dict[str, Any]]
     for r in rows:
         target = "–" if r["target"] is None else f"{r['on']} {r['compare']} {_number(r['target'])}"
         met = {None: "–", True: "yes", False: "**no**"}[r["met"]]
-        lines.append(f"| {r['bench']} | {r['name']} | {_cell(r['value'])} | {r['unit']} | {_cell(r['ceiling'])} "
-                     f"| {r['ceiling_name'] or '–'} | {_cell(r['ratio'])} | {target} | {met} |")
+        lines.append(
+            f"| {r['bench']} | {r['name']} | {_cell(r['value'])} | {r['unit']} | {_cell(r['ceiling'])} "
+            f"| {r['ceiling_name'] or '–'} | {_cell(r['ratio'])} | {target} | {met} |"
+        )
     problems = [(bench, reason) for bench, result in results.items() for reason in result["errors"]]
     if problems:
         lines += ["", "## Runs without figures", ""]
@@ -196,8 +240,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of each bench (medians)")
     parser.add_argument("--only", nargs="+", choices=BENCHES, default=list(BENCHES))
-    parser.add_argument("--rescore-sizes", type=int, nargs="+", default=[10_000, 100_000],
-                        help="watched addresses per rescoring run (peak RSS must not grow with N)")
+    parser.add_argument(
+        "--rescore-sizes",
+        type=int,
+        nargs="+",
+        default=[10_000, 100_000],
+        help="watched addresses per rescoring run (peak RSS must not grow with N)",
+    )
     parser.add_argument("--scoring-rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--timeout", type=float, default=3600, help="seconds allowed for one run of one bench")
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "bench")
@@ -208,17 +257,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.child:
         _child(args.child, json.loads(args.options), args.out)
         return 0
-    options: dict[str, dict[str, Any]] = {"bench_rescore": {"sizes": args.rescore_sizes},
-                                          "bench_scoring": {"rows": args.scoring_rows}}
+    options: dict[str, dict[str, Any]] = {
+        "bench_rescore": {"sizes": args.rescore_sizes},
+        "bench_scoring": {"rows": args.scoring_rows},
+    }
     facts = machine_facts()
-    print(f"[report] {len(args.only)} benches x {args.runs} runs on {facts['cores']} cores, "
-          f"load {facts['load_average']}, commit {facts['git_commit'][:12]}", flush=True)
+    print(
+        f"[report] {len(args.only)} benches x {args.runs} runs on {facts['cores']} cores, "
+        f"load {facts['load_average']}, commit {facts['git_commit'][:12]}",
+        flush=True,
+    )
     started = time.monotonic()
     results: dict[str, dict[str, Any]] = {name: {"runs": [], "errors": []} for name in args.only}
     for run in range(1, args.runs + 1):
         for index, name in enumerate(args.only, start=1):
-            print(f"\n[report] run {run}/{args.runs}, {name} ({index}/{len(args.only)}), "
-                  f"{time.monotonic() - started:.0f} s elapsed", flush=True)
+            print(
+                f"\n[report] run {run}/{args.runs}, {name} ({index}/{len(args.only)}), "
+                f"{time.monotonic() - started:.0f} s elapsed",
+                flush=True,
+            )
             figures, error = _run_once(name, options.get(name, {}), args.timeout)
             if error:
                 print(f"[report] {name}: {error}", flush=True)
@@ -230,16 +287,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     facts["seconds"] = round(time.monotonic() - started)
     args.output.mkdir(parents=True, exist_ok=True)
     write_markdown(args.output / "REPORT.md", facts, rows, results, args.runs)
-    (args.output / "report.json").write_text(json.dumps(
-        {"machine": facts, "runs": args.runs, "figures": rows,
-         "errors": {name: r["errors"] for name, r in results.items() if r["errors"]}}, indent=2) + "\n")
-    print(f"\n[report] {len(rows)} figures in {facts['seconds']} s -> {args.output / 'REPORT.md'}, "
-          f"{args.output / 'report.json'}")
+    (args.output / "report.json").write_text(
+        json.dumps(
+            {
+                "machine": facts,
+                "runs": args.runs,
+                "figures": rows,
+                "errors": {name: r["errors"] for name, r in results.items() if r["errors"]},
+            },
+            indent=2,
+        )
+        + "\n"
+    )
+    print(
+        f"\n[report] {len(rows)} figures in {facts['seconds']} s -> {args.output / 'REPORT.md'}, "
+        f"{args.output / 'report.json'}"
+    )
     missed = [r for r in rows if r["met"] is False]
     for r in missed:
         measured = r["ratio"] if r["on"] == "ratio" else r["value"]
-        print(f"[report] BELOW TARGET: {r['bench']} {r['name']}: {r['on']} {_cell(measured)}, "
-              f"target {r['compare']} {_number(r['target'])}")
+        print(
+            f"[report] BELOW TARGET: {r['bench']} {r['name']}: {r['on']} {_cell(measured)}, "
+            f"target {r['compare']} {_number(r['target'])}"
+        )
     return 1 if missed or any(r["errors"] for r in results.values()) else 0
 
 

@@ -86,15 +86,26 @@ class Recorder:
     samples: list[Sample] = field(default_factory=list)
     phase: str = "set-up"
 
-    async def call(self, method: str, path: str, group: RateGroup, endpoint: str | None = None,
-                   **kwargs: Any) -> httpx.Response | None:
+    async def call(
+        self, method: str, path: str, group: RateGroup, endpoint: str | None = None, **kwargs: Any
+    ) -> httpx.Response | None:
         """Send one request, record it, and return the response (None on a transport error)."""
         started = time.perf_counter()
         try:
             response = await self.http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
-            self.samples.append(Sample(endpoint or f"{method} {path}", group, 0, type(exc).__name__,
-                                       time.perf_counter() - started, None, None, self.phase))
+            self.samples.append(
+                Sample(
+                    endpoint or f"{method} {path}",
+                    group,
+                    0,
+                    type(exc).__name__,
+                    time.perf_counter() - started,
+                    None,
+                    None,
+                    self.phase,
+                )
+            )
             return None
         code = None
         if response.status_code >= 400:
@@ -103,9 +114,18 @@ class Recorder:
             except (ValueError, KeyError, TypeError):
                 code = "unparseable error body"
         reset, limit = response.headers.get("x-ratelimit-reset"), response.headers.get("x-ratelimit-limit")
-        self.samples.append(Sample(endpoint or f"{method} {path}", group, response.status_code, code,
-                                   time.perf_counter() - started, int(reset) if reset else None,
-                                   int(limit) if limit else None, self.phase))
+        self.samples.append(
+            Sample(
+                endpoint or f"{method} {path}",
+                group,
+                response.status_code,
+                code,
+                time.perf_counter() - started,
+                int(reset) if reset else None,
+                int(limit) if limit else None,
+                self.phase,
+            )
+        )
         return response
 
 
@@ -134,23 +154,53 @@ async def set_up(rec: Recorder, data_dir: Path, addresses: list[str]) -> Tenant:
     """Account, secret key, Pro plan (``qday admin set-plan``), a registered ML-DSA-44 key,
     two managed keys and one first attestation, all through the recorder."""
     email = f"soak-{os.getpid()}@example.com"
-    _data(await rec.call("POST", "/v1/auth/register", RateGroup.AUTH, json={"email": email, "password": PASSWORD}),
-          201)
-    session = _data(await rec.call("POST", "/v1/auth/login", RateGroup.AUTH,
-                                   json={"email": email, "password": PASSWORD}), 200)["token"]
-    key = _data(await rec.call("POST", "/v1/auth/api-keys", RateGroup.AUTH,
-                               json={"name": "soak", "type": "secret", "environment": "live"},
-                               headers={"Authorization": f"Bearer {session}"}), 201)["key"]
-    subprocess.run([sys.executable, "-m", "api.cli", "admin", "set-plan", email, "pro", "--data-dir", str(data_dir)],
-                   check=True, capture_output=True, timeout=60)
+    _data(await rec.call("POST", "/v1/auth/register", RateGroup.AUTH, json={"email": email, "password": PASSWORD}), 201)
+    session = _data(
+        await rec.call("POST", "/v1/auth/login", RateGroup.AUTH, json={"email": email, "password": PASSWORD}), 200
+    )["token"]
+    key = _data(
+        await rec.call(
+            "POST",
+            "/v1/auth/api-keys",
+            RateGroup.AUTH,
+            json={"name": "soak", "type": "secret", "environment": "live"},
+            headers={"Authorization": f"Bearer {session}"},
+        ),
+        201,
+    )["key"]
+    subprocess.run(
+        [sys.executable, "-m", "api.cli", "admin", "set-plan", email, "pro", "--data-dir", str(data_dir)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     auth = {"Authorization": f"Bearer {key}"}
-    generated = _data(await rec.call("POST", "/v1/keys/generate", RateGroup.KEYGEN, headers=auth,
-                                     json={"algorithm": "ml-dsa-44", "chain": "ethereum"}), 201)
-    managed = [_data(await rec.call("POST", "/v1/keys/generate", RateGroup.KEYGEN, headers=auth,
-                                    json={"algorithm": "ml-dsa-65", "chain": "ethereum", "custody": "managed"}),
-                     201)["id"] for _ in range(2)]
-    tenant = Tenant(email, auth, bytes.fromhex(generated["seed"]), generated["publicKey"], managed[0], managed[1],
-                    addresses)
+    generated = _data(
+        await rec.call(
+            "POST",
+            "/v1/keys/generate",
+            RateGroup.KEYGEN,
+            headers=auth,
+            json={"algorithm": "ml-dsa-44", "chain": "ethereum"},
+        ),
+        201,
+    )
+    managed = [
+        _data(
+            await rec.call(
+                "POST",
+                "/v1/keys/generate",
+                RateGroup.KEYGEN,
+                headers=auth,
+                json={"algorithm": "ml-dsa-65", "chain": "ethereum", "custody": "managed"},
+            ),
+            201,
+        )["id"]
+        for _ in range(2)
+    ]
+    tenant = Tenant(
+        email, auth, bytes.fromhex(generated["seed"]), generated["publicKey"], managed[0], managed[1], addresses
+    )
     await attest(rec, tenant, random.Random(0))
     if not tenant.attestations:
         raise RuntimeError("the first attestation was refused")
@@ -162,17 +212,27 @@ async def set_up(rec: Recorder, data_dir: Path, addresses: list[str]) -> Tenant:
 
 async def scan(rec: Recorder, t: Tenant, rnd: random.Random) -> None:
     """A wallet scan of a funded anvil account; one in three forces a refresh (a real round trip)."""
-    await rec.call("POST", "/v1/scan/wallet", RateGroup.SCAN, headers=t.auth,
-                   json={"address": rnd.choice(t.addresses), "refresh": rnd.random() < 1 / 3})
+    await rec.call(
+        "POST",
+        "/v1/scan/wallet",
+        RateGroup.SCAN,
+        headers=t.auth,
+        json={"address": rnd.choice(t.addresses), "refresh": rnd.random() < 1 / 3},
+    )
 
 
 async def attest(rec: Recorder, t: Tenant, rnd: random.Random) -> None:
     """A hybrid attestation over a fresh message, signed here as a wallet and a PQ signer would."""
     message = f"soak attestation {rnd.getrandbits(64):016x}".encode()
     ecdsa_key = rnd.randbytes(31) + b"\x01"
-    body = {"message": message.hex(), "ecdsaSignature": eip191_signature(ecdsa_key, message).hex(),
-            "ecdsaPublicKey": public_key(ecdsa_key).hex(), "algorithm": "ml-dsa-44",
-            "pqcSignature": pqc.sign("ml-dsa-44", t.seed, message).hex(), "pqcPublicKey": t.pq_public_key}
+    body = {
+        "message": message.hex(),
+        "ecdsaSignature": eip191_signature(ecdsa_key, message).hex(),
+        "ecdsaPublicKey": public_key(ecdsa_key).hex(),
+        "algorithm": "ml-dsa-44",
+        "pqcSignature": pqc.sign("ml-dsa-44", t.seed, message).hex(),
+        "pqcPublicKey": t.pq_public_key,
+    }
     response = await rec.call("POST", "/v1/sign/hybrid", RateGroup.SIGN, headers=t.auth, json=body)
     if response is not None and response.status_code == 201:
         t.attestations.append(response.json()["data"]["id"])
@@ -180,20 +240,31 @@ async def attest(rec: Recorder, t: Tenant, rnd: random.Random) -> None:
 
 async def verify(rec: Recorder, t: Tenant, rnd: random.Random) -> None:
     """Verify an acknowledged attestation by id."""
-    await rec.call("POST", "/v1/verify", RateGroup.VERIFY, headers=t.auth,
-                   json={"attestationId": rnd.choice(t.attestations)})
+    await rec.call(
+        "POST", "/v1/verify", RateGroup.VERIFY, headers=t.auth, json={"attestationId": rnd.choice(t.attestations)}
+    )
 
 
 async def keygen(rec: Recorder, t: Tenant, rnd: random.Random) -> None:
     """Generate an ML-DSA key pair on the server."""
-    await rec.call("POST", "/v1/keys/generate", RateGroup.KEYGEN, headers=t.auth,
-                   json={"algorithm": rnd.choice(["ml-dsa-44", "ml-dsa-65"]), "chain": "ethereum"})
+    await rec.call(
+        "POST",
+        "/v1/keys/generate",
+        RateGroup.KEYGEN,
+        headers=t.auth,
+        json={"algorithm": rnd.choice(["ml-dsa-44", "ml-dsa-65"]), "chain": "ethereum"},
+    )
 
 
 async def managed_sign(rec: Recorder, t: Tenant, rnd: random.Random) -> None:
     """Sign with the managed key that is never deleted."""
-    await rec.call("POST", "/v1/sign/managed", RateGroup.SIGN, headers=t.auth,
-                   json={"key_id": t.managed_signer, "message": rnd.randbytes(32).hex(), "algorithm": "ml-dsa-65"})
+    await rec.call(
+        "POST",
+        "/v1/sign/managed",
+        RateGroup.SIGN,
+        headers=t.auth,
+        json={"key_id": t.managed_signer, "message": rnd.randbytes(32).hex(), "algorithm": "ml-dsa-65"},
+    )
 
 
 async def manage(rec: Recorder, t: Tenant, rnd: random.Random) -> None:
@@ -202,10 +273,16 @@ async def manage(rec: Recorder, t: Tenant, rnd: random.Random) -> None:
     choice = rnd.randrange(6)
     if choice == 0 and not t.lifecycle_lock.locked():
         async with t.lifecycle_lock:
-            await rec.call("DELETE", f"/v1/keys/{t.managed_lifecycle}", RateGroup.ACCOUNT, "DELETE /v1/keys/{id}",
-                           headers=t.auth)
-            await rec.call("POST", f"/v1/keys/{t.managed_lifecycle}/cancel-deletion", RateGroup.ACCOUNT,
-                           "POST /v1/keys/{id}/cancel-deletion", headers=t.auth)
+            await rec.call(
+                "DELETE", f"/v1/keys/{t.managed_lifecycle}", RateGroup.ACCOUNT, "DELETE /v1/keys/{id}", headers=t.auth
+            )
+            await rec.call(
+                "POST",
+                f"/v1/keys/{t.managed_lifecycle}/cancel-deletion",
+                RateGroup.ACCOUNT,
+                "POST /v1/keys/{id}/cancel-deletion",
+                headers=t.auth,
+            )
         return
     path, endpoint = [
         (f"/v1/keys/{t.managed_signer}", "GET /v1/keys/{id}"),
@@ -219,13 +296,18 @@ async def manage(rec: Recorder, t: Tenant, rnd: random.Random) -> None:
 
 
 OPERATIONS: dict[str, Callable[[Recorder, Tenant, random.Random], Any]] = {
-    "scan": scan, "attest": attest, "verify": verify, "keygen": keygen, "managed_sign": managed_sign,
+    "scan": scan,
+    "attest": attest,
+    "verify": verify,
+    "keygen": keygen,
+    "managed_sign": managed_sign,
     "manage": manage,
 }
 
 
-async def drive(rec: Recorder, tenant: Tenant, rate: float, seconds: float, in_flight: int, seed: int,
-                mix: dict[str, int]) -> int:
+async def drive(
+    rec: Recorder, tenant: Tenant, rate: float, seconds: float, in_flight: int, seed: int, mix: dict[str, int]
+) -> int:
     """Start ``rate × seconds`` operations drawn from ``mix`` on schedule (never more than
     ``in_flight`` at once), wait for them (at most ``DRAIN_SECONDS`` more); returns how many
     started late."""
@@ -259,8 +341,9 @@ async def check_attestations(rec: Recorder, tenant: Tenant) -> list[str]:
     missing = []
     for attestation_id in tenant.attestations:
         for _ in range(3):
-            response = await rec.call("POST", "/v1/verify", RateGroup.VERIFY, headers=tenant.auth,
-                                      json={"attestationId": attestation_id})
+            response = await rec.call(
+                "POST", "/v1/verify", RateGroup.VERIFY, headers=tenant.auth, json={"attestationId": attestation_id}
+            )
             if response is None or response.status_code != 429:
                 break
             await asyncio.sleep(int(response.headers.get("retry-after", "1")))
@@ -300,8 +383,12 @@ def judge(samples: list[Sample], limits: dict[RateGroup, int]) -> dict[str, Any]
         expected_429 += want
         if got != want:
             unexpected[f"{group} window: {got} 429s where the limit {limits[group]} calls for {want}"] += 1
-    return {"by_status": Counter(s.status for s in samples), "by_code": Counter(s.code for s in samples if s.code),
-            "expected_429": expected_429, "unexpected": unexpected}
+    return {
+        "by_status": Counter(s.status for s in samples),
+        "by_code": Counter(s.code for s in samples if s.code),
+        "expected_429": expected_429,
+        "unexpected": unexpected,
+    }
 
 
 def latency_table(samples: list[Sample]) -> list[tuple[str, int, float, float]]:
@@ -313,7 +400,9 @@ def latency_table(samples: list[Sample]) -> list[tuple[str, int, float, float]]:
     rows = []
     for endpoint, times in sorted(by_endpoint.items()):
         times.sort()
-        rows.append((endpoint, len(times), statistics.median(times), times[min(len(times) - 1, int(0.99 * len(times)))]))
+        rows.append(
+            (endpoint, len(times), statistics.median(times), times[min(len(times) - 1, int(0.99 * len(times)))])
+        )
     return rows
 
 
@@ -323,11 +412,15 @@ def memory_verdict(sampler: RssSampler) -> dict[str, float | bool]:
     second quarter's)."""
     values = [rss for _, rss in sampler.samples]
     quarter = max(1, len(values) // 4)
-    second, last = statistics.median(values[quarter:2 * quarter] or values), statistics.median(values[-quarter:])
+    second, last = statistics.median(values[quarter : 2 * quarter] or values), statistics.median(values[-quarter:])
     duration = sampler.samples[-1][0] if sampler.samples else 0.0
-    return {"first_mib": values[0] / MIB, "peak_mib": max(values) / MIB, "last_mib": values[-1] / MIB,
-            "slope_mib_per_min": sampler.slope_per_minute(duration / 4) / MIB,
-            "flat": last <= second * 1.10 + 16 * MIB}
+    return {
+        "first_mib": values[0] / MIB,
+        "peak_mib": max(values) / MIB,
+        "last_mib": values[-1] / MIB,
+        "slope_mib_per_min": sampler.slope_per_minute(duration / 4) / MIB,
+        "flat": last <= second * 1.10 + 16 * MIB,
+    }
 
 
 @dataclass
@@ -349,8 +442,16 @@ class SoakResult:
         return not self.verdict["unexpected"] and not self.missing_attestations
 
 
-def run_soak(rate: float, seconds: float, workers: int = 1, in_flight: int = 32, multiplier: float = 1.0,
-             seed: int = 1, mix: dict[str, int] | None = None, progress: Callable[[str], None] = print) -> SoakResult:
+def run_soak(
+    rate: float,
+    seconds: float,
+    workers: int = 1,
+    in_flight: int = 32,
+    multiplier: float = 1.0,
+    seed: int = 1,
+    mix: dict[str, int] | None = None,
+    progress: Callable[[str], None] = print,
+) -> SoakResult:
     """Start anvil and ``qday serve``, run the set-up, the load and the check, stop both and
     remove the server's data directory."""
     binary = anvil_binary()
@@ -358,31 +459,49 @@ def run_soak(rate: float, seconds: float, workers: int = 1, in_flight: int = 32,
         raise RuntimeError(MISSING_ANVIL)
     node = Anvil(binary, chain_id=1)
     data_dir = Path(tempfile.mkdtemp(prefix="qday-soak-"))
-    env = {"SOFTHSM2_CONF": "", "QDAY_SECRET_KEY": "", "QDAY_ETHEREUM_RPC_URL": node.url,
-           "QDAY_RATE_LIMIT_MULTIPLIER": str(multiplier)}
+    env = {
+        "SOFTHSM2_CONF": "",
+        "QDAY_SECRET_KEY": "",
+        "QDAY_ETHEREUM_RPC_URL": node.url,
+        "QDAY_RATE_LIMIT_MULTIPLIER": str(multiplier),
+    }
     try:
         addresses = [node.new_account(10**18 + i).address for i in range(SCAN_ACCOUNTS)]
         progress(f"[soak] anvil on {node.url}; starting qday serve ({workers} worker(s)) in {data_dir}")
         port = free_port()
-        argv = python_argv("-m", "api.cli", "serve", "--data-dir", str(data_dir), "--port", str(port),
-                           "--workers", str(workers))
+        argv = python_argv(
+            "-m", "api.cli", "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", str(workers)
+        )
         with Server(argv, port, env, ready_path="/v1/health") as server:
-            return asyncio.run(_soak(server, data_dir, addresses, rate, seconds, in_flight, multiplier, seed,
-                                     mix or MIX, progress))
+            return asyncio.run(
+                _soak(server, data_dir, addresses, rate, seconds, in_flight, multiplier, seed, mix or MIX, progress)
+            )
     finally:
         node.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
-async def _soak(server: Server, data_dir: Path, addresses: list[str], rate: float, seconds: float, in_flight: int,
-                multiplier: float, seed: int, mix: dict[str, int], progress: Callable[[str], None]) -> SoakResult:
+async def _soak(
+    server: Server,
+    data_dir: Path,
+    addresses: list[str],
+    rate: float,
+    seconds: float,
+    in_flight: int,
+    multiplier: float,
+    seed: int,
+    mix: dict[str, int],
+    progress: Callable[[str], None],
+) -> SoakResult:
     limits = httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
     base_url = f"http://127.0.0.1:{server.port}"
     async with httpx.AsyncClient(base_url=base_url, timeout=REQUEST_TIMEOUT, limits=limits) as http:
         rec = Recorder(http)
         tenant = await set_up(rec, data_dir, addresses)
-        progress(f"[soak] {rate:g} req/s for {seconds:g} s (at most {math.ceil(rate * seconds)} requests, "
-                 f"{in_flight} in flight), mix {mix}")
+        progress(
+            f"[soak] {rate:g} req/s for {seconds:g} s (at most {math.ceil(rate * seconds)} requests, "
+            f"{in_flight} in flight), mix {mix}"
+        )
         rec.phase = "load"
         started = time.monotonic()
         with RssSampler(server.process.pid, interval=1.0) as sampler:
@@ -396,19 +515,30 @@ async def _soak(server: Server, data_dir: Path, addresses: list[str], rate: floa
         progress(f"[soak] load done in {elapsed:.0f} s; fetching {len(tenant.attestations)} attestations back")
         missing = await check_attestations(rec, tenant)
     verdict = judge(rec.samples, expected_limits(multiplier))
-    return SoakResult(rec.samples, verdict, latency_table(rec.samples), memory_verdict(sampler),
-                      len(tenant.attestations), missing, late, elapsed)
+    return SoakResult(
+        rec.samples,
+        verdict,
+        latency_table(rec.samples),
+        memory_verdict(sampler),
+        len(tenant.attestations),
+        missing,
+        late,
+        elapsed,
+    )
 
 
-async def _report_progress(rec: Recorder, sampler: RssSampler, started: float, seconds: float,
-                           progress: Callable[[str], None]) -> None:
+async def _report_progress(
+    rec: Recorder, sampler: RssSampler, started: float, seconds: float, progress: Callable[[str], None]
+) -> None:
     while True:
         await asyncio.sleep(10)
         load = [s for s in rec.samples if s.phase == "load"]
         statuses = Counter(s.status for s in load)
         rss = sampler.samples[-1][1] / MIB if sampler.samples else 0.0
-        progress(f"[soak] {time.monotonic() - started:4.0f}/{seconds:.0f} s: {len(load)} answered "
-                 f"{dict(sorted(statuses.items()))}, server RSS {rss:.0f} MiB")
+        progress(
+            f"[soak] {time.monotonic() - started:4.0f}/{seconds:.0f} s: {len(load)} answered "
+            f"{dict(sorted(statuses.items()))}, server RSS {rss:.0f} MiB"
+        )
 
 
 def print_result(result: SoakResult) -> None:
@@ -418,14 +548,20 @@ def print_result(result: SoakResult) -> None:
         print(f"{endpoint:<40} {count:>8} {p50:>8.1f} {p99:>8.1f}")
     v = result.verdict
     print(f"\nresponses by status: {dict(sorted(v['by_status'].items()))}; error codes: {dict(v['by_code'])}")
-    print(f"{len(result.samples)} requests, load phase {result.seconds:.0f} s; 429s expected by the plan's limits: "
-          f"{v['expected_429']}; late starts (in-flight cap): {result.late_starts}")
+    print(
+        f"{len(result.samples)} requests, load phase {result.seconds:.0f} s; 429s expected by the plan's limits: "
+        f"{v['expected_429']}; late starts (in-flight cap): {result.late_starts}"
+    )
     print(f"unexpected: {dict(v['unexpected']) or 'none'}")
     m = result.memory
-    print(f"server RSS: first {m['first_mib']:.0f} MiB, peak {m['peak_mib']:.0f} MiB, last {m['last_mib']:.0f} MiB, "
-          f"slope {m['slope_mib_per_min']:+.2f} MiB/min -> {'flat' if m['flat'] else 'NOT flat'}")
-    print(f"attestations acknowledged: {result.attestations}, not retrievable afterwards: "
-          f"{len(result.missing_attestations)}")
+    print(
+        f"server RSS: first {m['first_mib']:.0f} MiB, peak {m['peak_mib']:.0f} MiB, last {m['last_mib']:.0f} MiB, "
+        f"slope {m['slope_mib_per_min']:+.2f} MiB/min -> {'flat' if m['flat'] else 'NOT flat'}"
+    )
+    print(
+        f"attestations acknowledged: {result.attestations}, not retrievable afterwards: "
+        f"{len(result.missing_attestations)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -438,8 +574,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate-limit-multiplier", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    result = run_soak(args.rate, args.seconds, args.workers, args.in_flight, args.rate_limit_multiplier, args.seed,
-                      progress=lambda line: print(line, flush=True))
+    result = run_soak(
+        args.rate,
+        args.seconds,
+        args.workers,
+        args.in_flight,
+        args.rate_limit_multiplier,
+        args.seed,
+        progress=lambda line: print(line, flush=True),
+    )
     print_result(result)
     return 0 if result.ok and result.memory["flat"] else 1
 

@@ -56,11 +56,23 @@ def test_one_input(data: bytes) -> None:
 
 def seeds() -> list[bytes]:
     """Every string of the address vectors, undirected (auto-detect) on both networks."""
-    texts = json_strings("addresses/eip55.json", "addresses/bech32.json", "addresses/tron.json",
-                         "addresses/cosmos.json", "addresses/solana.json", "bitcoin/key_io_valid.json",
-                         "bitcoin/key_io_invalid.json", min_length=20, max_length=110)
-    texts += ["0x52908400098527886E0F7030069857D2E4169EE7", "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4",
-              "1BoatSLRHtKNngkdXEjobR76b53LETtpyT", "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7"]
+    texts = json_strings(
+        "addresses/eip55.json",
+        "addresses/bech32.json",
+        "addresses/tron.json",
+        "addresses/cosmos.json",
+        "addresses/solana.json",
+        "bitcoin/key_io_valid.json",
+        "bitcoin/key_io_invalid.json",
+        min_length=20,
+        max_length=110,
+    )
+    texts += [
+        "0x52908400098527886E0F7030069857D2E4169EE7",
+        "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4",
+        "1BoatSLRHtKNngkdXEjobR76b53LETtpyT",
+        "TLa2f6VPqDgRE67v1736s7bJ8Ray5wYjU7",
+    ]
     none = bytes([len(_CHAIN_CHOICES)])
     return [none + bytes([net]) + t.encode() for t in texts if " " not in t for net in (0, 1)]
 

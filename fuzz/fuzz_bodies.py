@@ -31,8 +31,13 @@ def request_models() -> tuple[type, ...]:
     found = []
     for module in (accounts, crypto, custody, scans):
         for value in vars(module).values():
-            if (isinstance(value, type) and issubclass(value, msgspec.Struct) and value.__module__ == module.__name__
-                    and value.__struct_config__.forbid_unknown_fields and value.__struct_fields__):
+            if (
+                isinstance(value, type)
+                and issubclass(value, msgspec.Struct)
+                and value.__module__ == module.__name__
+                and value.__struct_config__.forbid_unknown_fields
+                and value.__struct_fields__
+            ):
                 found.append(value)
     return tuple(found)
 

@@ -40,8 +40,12 @@ def test_one_input(data: bytes) -> None:
 
 def seeds() -> list[bytes]:
     """Hex strings of the crypto vectors, plus edge cases."""
-    texts = json_strings("addresses/eip55.json", "crypto/wycheproof/ecdsa_secp256k1_sha256_bitcoin_test.json",
-                         min_length=2, max_length=300)[:400]
+    texts = json_strings(
+        "addresses/eip55.json",
+        "crypto/wycheproof/ecdsa_secp256k1_sha256_bitcoin_test.json",
+        min_length=2,
+        max_length=300,
+    )[:400]
     texts += ["", "0x", "0X", "00", "0xABcd", "abc", "0xg0", " 00", "٠١", "0x0x00"]
     return [flag + t.encode() for t in texts for flag in (b"\x00", b"\x01")]
 

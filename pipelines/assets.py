@@ -18,7 +18,6 @@ partitioned by day alone. ``newly_watched_scores`` (not partitioned) scores addr
 sensor found, so they are served within a minute of being watched.
 """
 
-
 from collections import defaultdict
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -103,9 +102,11 @@ def observe_now(day: date, snapshot: Path, today: date) -> bool:
         return True
     if snapshot.exists():
         return False
-    raise Failure(description=f"no snapshot was stored for {day} ({snapshot}), and the state of {day} cannot be "
-                              f"observed now (today is {today}): only today's partition can be fetched, past "
-                              "partitions can only be re-scored from their stored snapshot")
+    raise Failure(
+        description=f"no snapshot was stored for {day} ({snapshot}), and the state of {day} cannot be "
+        f"observed now (today is {today}): only today's partition can be fetched, past "
+        "partitions can only be re-scored from their stored snapshot"
+    )
 
 
 def _kept(context: AssetExecutionContext, snapshot: Path) -> MaterializeResult:
@@ -126,8 +127,9 @@ def _upstream_fault(context: AssetExecutionContext, retries: int, seconds: float
 
 
 @asset(partitions_def=CHAIN_DAY, group_name=RESCORING, kinds={"sqlite", "parquet"})
-def watched_addresses(context: AssetExecutionContext, operational_store: OperationalStoreResource,
-                      analytics: AnalyticsResource) -> MaterializeResult:
+def watched_addresses(
+    context: AssetExecutionContext, operational_store: OperationalStoreResource, analytics: AnalyticsResource
+) -> MaterializeResult:
     """Every tenant's watched addresses on the chain (both environments), exported from the
     operational store in (environment, address) order: the ``watchlist`` table."""
     chain, day = chain_day(context.partition_key)
@@ -137,13 +139,15 @@ def watched_addresses(context: AssetExecutionContext, operational_store: Operati
         return _kept(context, target)
     with operational_store.open(writer=False) as op, store.writer("watchlist", target) as writer:
         rows, distinct = export_watchlist(op.conn, chain, writer, Batch(day, DAILY, context.run.run_id), _now())
-    return MaterializeResult(metadata={"rows": rows, "distinct_addresses": distinct,
-                                       "path": MetadataValue.path(str(target))})
+    return MaterializeResult(
+        metadata={"rows": rows, "distinct_addresses": distinct, "path": MetadataValue.path(str(target))}
+    )
 
 
 @asset(partitions_def=CHAIN_DAY, group_name=RESCORING, deps=[watched_addresses], kinds={"parquet"})
-def chain_observations(context: AssetExecutionContext, chain_data: ChainDataResource,
-                       analytics: AnalyticsResource) -> MaterializeResult:
+def chain_observations(
+    context: AssetExecutionContext, chain_data: ChainDataResource, analytics: AnalyticsResource
+) -> MaterializeResult:
     """What the chain says about each watched address, fetched in batches of
     ``chain_data.batch_size`` through the chain's client: ``address_observations``."""
     chain, day = chain_day(context.partition_key)
@@ -165,12 +169,18 @@ def chain_observations(context: AssetExecutionContext, chain_data: ChainDataReso
             finally:
                 loop.run(source.aclose())
     except ChainUnavailable as exc:
-        raise _upstream_fault(context, chain_data.outage_retries, chain_data.outage_retry_seconds, exc,
-                              f"{chain} unavailable") from exc
+        raise _upstream_fault(
+            context, chain_data.outage_retries, chain_data.outage_retry_seconds, exc, f"{chain} unavailable"
+        ) from exc
     for problem in stats.invalid[:20]:
         context.log.warning(f"skipped invalid watched address {problem}")
-    return MaterializeResult(metadata={"rows": stats.observed, "invalid_addresses": len(stats.invalid),
-                                       "path": MetadataValue.path(str(target))})
+    return MaterializeResult(
+        metadata={
+            "rows": stats.observed,
+            "invalid_addresses": len(stats.invalid),
+            "path": MetadataValue.path(str(target)),
+        }
+    )
 
 
 async def _open(resource: ChainDataResource | PriceResource):
@@ -178,8 +188,9 @@ async def _open(resource: ChainDataResource | PriceResource):
 
 
 @asset(partitions_def=CHAIN_DAY, group_name=RESCORING, deps=[watched_addresses], kinds={"parquet"})
-def native_prices(context: AssetExecutionContext, prices: PriceResource,
-                  analytics: AnalyticsResource) -> MaterializeResult:
+def native_prices(
+    context: AssetExecutionContext, prices: PriceResource, analytics: AnalyticsResource
+) -> MaterializeResult:
     """The USD price of the chain's native coin in each environment that has watched
     addresses on it (null when no source has a usable one): ``native_prices``."""
     chain, day = chain_day(context.partition_key)
@@ -200,14 +211,20 @@ def native_prices(context: AssetExecutionContext, prices: PriceResource,
                 loop.run(source.aclose())
     frame = price_rows(chain, found, Batch(day, DAILY, context.run.run_id), _now())
     store.write_frame("native_prices", target, frame)
-    return MaterializeResult(metadata={
-        f"{row['environment']}_usd": row["price_usd"] if row["price_usd"] is not None else "unknown"
-        for row in frame.iter_rows(named=True)
-    })
+    return MaterializeResult(
+        metadata={
+            f"{row['environment']}_usd": row["price_usd"] if row["price_usd"] is not None else "unknown"
+            for row in frame.iter_rows(named=True)
+        }
+    )
 
 
-@asset(partitions_def=CHAIN_DAY, group_name=RESCORING, deps=[chain_observations, native_prices],
-       kinds={"polars", "parquet"})
+@asset(
+    partitions_def=CHAIN_DAY,
+    group_name=RESCORING,
+    deps=[chain_observations, native_prices],
+    kinds={"polars", "parquet"},
+)
 def address_risk(context: AssetExecutionContext, analytics: AnalyticsResource) -> MaterializeResult:
     """Each observation scored by ``scoring.score_frame`` (five factors, risk value and band,
     chain grade): this day's rows of ``address_risk``."""
@@ -220,15 +237,20 @@ def address_risk(context: AssetExecutionContext, analytics: AnalyticsResource) -
     with store.writer("address_risk", target) as writer:
         for frame in read_batches(store.daily_file("address_observations", day, chain.value)):
             writer.write(risk_rows(frame, prices, readiness, scanned_at))
-    bands = (pl.scan_parquet(target).group_by("risk_score").agg(pl.len()).collect()
-             .sort("risk_score").iter_rows())
-    return MaterializeResult(metadata={"rows": writer.rows, "path": MetadataValue.path(str(target)),
-                                       **{f"count_{band}": count for band, count in bands}})
+    bands = pl.scan_parquet(target).group_by("risk_score").agg(pl.len()).collect().sort("risk_score").iter_rows()
+    return MaterializeResult(
+        metadata={
+            "rows": writer.rows,
+            "path": MetadataValue.path(str(target)),
+            **{f"count_{band}": count for band, count in bands},
+        }
+    )
 
 
 @asset(partitions_def=CHAIN_DAY, group_name=RESCORING, deps=[address_risk], kinds={"sqlite"})
-def published_scan_results(context: AssetExecutionContext, operational_store: OperationalStoreResource,
-                           analytics: AnalyticsResource) -> MaterializeResult:
+def published_scan_results(
+    context: AssetExecutionContext, operational_store: OperationalStoreResource, analytics: AnalyticsResource
+) -> MaterializeResult:
     """The scores written to the operational store, one result per (tenant, environment,
     chain, address), so the scan endpoint serves them (source ``pipeline``)."""
     chain, day = chain_day(context.partition_key)
@@ -250,8 +272,9 @@ def published_scan_results(context: AssetExecutionContext, operational_store: Op
 # --- checks -----------------------------------------------------------------------------
 
 
-def risk_file_checks(store: AnalyticsStore, chain: str, day: date,
-                     names: tuple[str, ...] = RISK_CHECKS) -> dict[str, tuple[bool, dict]]:
+def risk_file_checks(
+    store: AnalyticsStore, chain: str, day: date, names: tuple[str, ...] = RISK_CHECKS
+) -> dict[str, tuple[bool, dict]]:
     """The named checks of a partition's ``address_risk`` file: name -> (passed, metadata).
     The row count comes from Parquet metadata; the score checks read the file in batches."""
     observations = store.daily_file("address_observations", day, chain)
@@ -269,8 +292,10 @@ def risk_file_checks(store: AnalyticsStore, chain: str, day: date,
             {"weight_total": weight_total / 100, "risk_values_off_the_weighted_sum": problems["risk_value_mismatch"]},
         )
     if "row_counts_match" in names:
-        counts = {name: pl.scan_parquet(path).select(pl.len()).collect().item()
-                  for name, path in (("observation_rows", observations), ("risk_rows", risk))}
+        counts = {
+            name: pl.scan_parquet(path).select(pl.len()).collect().item()
+            for name, path in (("observation_rows", observations), ("risk_rows", risk))
+        }
         found["row_counts_match"] = (counts["observation_rows"] == counts["risk_rows"], counts)
     return {name: found[name] for name in names}
 
@@ -301,11 +326,21 @@ def chain_readiness(context: AssetExecutionContext, analytics: AnalyticsResource
     day = date.fromisoformat(context.partition_key)
     readiness = load_readiness()
     rows = [
-        {"chain": name, "category": CHAINS[Chain(name)].category.value, "family": info.family.value,
-         "grade": info.grade.letter, "grade_label": info.grade.label, "factor": f.factor.value,
-         "status": f.status.value, "detail": f.detail, "source": f.source,
-         "scoring_version": readiness.scoring_version, "readiness_as_of": readiness.as_of,
-         "scan_date": day, "run_id": context.run.run_id}
+        {
+            "chain": name,
+            "category": CHAINS[Chain(name)].category.value,
+            "family": info.family.value,
+            "grade": info.grade.letter,
+            "grade_label": info.grade.label,
+            "factor": f.factor.value,
+            "status": f.status.value,
+            "detail": f.detail,
+            "source": f.source,
+            "scoring_version": readiness.scoring_version,
+            "readiness_as_of": readiness.as_of,
+            "scan_date": day,
+            "run_id": context.run.run_id,
+        }
         for name, info in readiness.chains.items()
         for f in info.factors
     ]
@@ -335,9 +370,14 @@ class NewWatchConfig(Config):
 
 
 @asset(group_name="new_addresses", kinds={"parquet", "sqlite"})
-def newly_watched_scores(context: AssetExecutionContext, config: NewWatchConfig,
-                         operational_store: OperationalStoreResource, chain_data: ChainDataResource,
-                         prices: PriceResource, analytics: AnalyticsResource) -> MaterializeResult:
+def newly_watched_scores(
+    context: AssetExecutionContext,
+    config: NewWatchConfig,
+    operational_store: OperationalStoreResource,
+    chain_data: ChainDataResource,
+    prices: PriceResource,
+    analytics: AnalyticsResource,
+) -> MaterializeResult:
     """Scores addresses added to watch lists since the sensor's last tick, publishes them,
     and adds them to today's analytics rows (``new-<run>.parquet`` files) until the next
     daily run covers them. A chain that is down does not stop the others."""
@@ -359,8 +399,19 @@ def newly_watched_scores(context: AssetExecutionContext, config: NewWatchConfig,
         try:
             for chain, group in by_chain.items():
                 try:
-                    published += _score_new(loop, source, price_source, store, op, chain, group, batch,
-                                            chain_data, readiness, context.run.run_id)
+                    published += _score_new(
+                        loop,
+                        source,
+                        price_source,
+                        store,
+                        op,
+                        chain,
+                        group,
+                        batch,
+                        chain_data,
+                        readiness,
+                        context.run.run_id,
+                    )
                 except ChainUnavailable as exc:
                     failed[chain.value] = str(exc)
                     context.log.warning(f"{chain} unavailable: {exc}")
@@ -368,27 +419,54 @@ def newly_watched_scores(context: AssetExecutionContext, config: NewWatchConfig,
             loop.run(source.aclose())
             loop.run(price_source.aclose())
     if failed:
-        raise _upstream_fault(context, chain_data.outage_retries, chain_data.outage_retry_seconds,
-                              ChainUnavailable("; ".join(f"{c}: {m}" for c, m in failed.items())),
-                              f"{len(failed)} chain(s) unavailable")
-    return MaterializeResult(metadata={"entries": len(entries), "missing_entries": len(wanted) - len(entries),
-                                       "published": published, "chains": ", ".join(c.value for c in by_chain)})
+        raise _upstream_fault(
+            context,
+            chain_data.outage_retries,
+            chain_data.outage_retry_seconds,
+            ChainUnavailable("; ".join(f"{c}: {m}" for c, m in failed.items())),
+            f"{len(failed)} chain(s) unavailable",
+        )
+    return MaterializeResult(
+        metadata={
+            "entries": len(entries),
+            "missing_entries": len(wanted) - len(entries),
+            "published": published,
+            "chains": ", ".join(c.value for c in by_chain),
+        }
+    )
 
 
-def _score_new(loop: LoopThread, source, price_source, store: AnalyticsStore, op, chain: Chain,
-               entries: list[WatchedAddress], batch: Batch, chain_data: ChainDataResource, readiness,
-               run_id: str) -> int:
+def _score_new(
+    loop: LoopThread,
+    source,
+    price_source,
+    store: AnalyticsStore,
+    op,
+    chain: Chain,
+    entries: list[WatchedAddress],
+    batch: Batch,
+    chain_data: ChainDataResource,
+    readiness,
+    run_id: str,
+) -> int:
     now = _now()
     watch = watch_entries_frame(entries, batch, now)
     stats = ObserveStats()
-    frames = list(observe_stream(loop, source, chain, target_batches([watch], chain_data.batch_size), batch,
-                                 chain_data.concurrency, stats))
+    frames = list(
+        observe_stream(
+            loop, source, chain, target_batches([watch], chain_data.batch_size), batch, chain_data.concurrency, stats
+        )
+    )
     observations = pl.concat(frames) if frames else TABLES["address_observations"].schema.to_frame()
     environments = sorted({e.environment for e in entries})
     price_frame = price_rows(chain, loop.run(fetch_prices(price_source, chain, environments)), batch, now)
     risk = risk_rows(observations, price_frame, readiness, _now())
-    for table, frame in (("watchlist", watch), ("address_observations", observations),
-                         ("native_prices", price_frame), ("address_risk", risk)):
+    for table, frame in (
+        ("watchlist", watch),
+        ("address_observations", observations),
+        ("native_prices", price_frame),
+        ("address_risk", risk),
+    ):
         store.write_frame(table, store.new_file(table, batch.scan_date, chain.value, run_id), frame)
     saved, _ = loop.run(publish(op.scans, records_for(risk, watch, readiness)))
     return saved

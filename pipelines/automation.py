@@ -12,7 +12,6 @@ All jobs use the in-process executor (a small job takes ~5 s instead of ~12 s
 multiprocess, and nothing forks after Polars has run).
 """
 
-
 import hashlib
 import json
 from dataclasses import dataclass
@@ -49,20 +48,30 @@ rescore_job = define_asset_job(
     description="Rescore every watched address of one chain for one day; publish the results.",
 )
 readiness_job = define_asset_job(
-    "chain_readiness_job", selection=AssetSelection.assets(chain_readiness), executor_def=in_process_executor,
+    "chain_readiness_job",
+    selection=AssetSelection.assets(chain_readiness),
+    executor_def=in_process_executor,
 )
 new_addresses_job = define_asset_job(
-    "score_new_watched", selection=AssetSelection.assets(newly_watched_scores), executor_def=in_process_executor,
+    "score_new_watched",
+    selection=AssetSelection.assets(newly_watched_scores),
+    executor_def=in_process_executor,
     description="Score watch-list entries the sensor found (run config lists them).",
 )
 
 rescore_schedule = build_schedule_from_partitioned_job(
-    rescore_job, name="rescore_daily", hour_of_day=2, minute_of_hour=0,
+    rescore_job,
+    name="rescore_daily",
+    hour_of_day=2,
+    minute_of_hour=0,
     default_status=DefaultScheduleStatus.RUNNING,
     description="02:00 UTC: one run per chain for today's partition.",
 )
 readiness_schedule = build_schedule_from_partitioned_job(
-    readiness_job, name="chain_readiness_daily", hour_of_day=1, minute_of_hour=30,
+    readiness_job,
+    name="chain_readiness_daily",
+    hour_of_day=1,
+    minute_of_hour=30,
     default_status=DefaultScheduleStatus.RUNNING,
 )
 
@@ -117,8 +126,10 @@ def _run_key(ids: list[str]) -> str:
 
 
 @sensor(
-    jobs=[new_addresses_job, rescore_job], minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
-    default_status=DefaultSensorStatus.RUNNING, name="new_watched_sensor",
+    jobs=[new_addresses_job, rescore_job],
+    minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
+    default_status=DefaultSensorStatus.RUNNING,
+    name="new_watched_sensor",
     description="Scores addresses added to any watch list since the last tick.",
 )
 def new_watched_sensor(context: SensorEvaluationContext, operational_store: OperationalStoreResource):
@@ -134,16 +145,26 @@ def new_watched_sensor(context: SensorEvaluationContext, operational_store: Oper
     if len(fresh) > BURST:
         today = now.date().isoformat()
         for chain in sorted({e.chain for e in fresh}):
-            requests.append(RunRequest(job_name=rescore_job.name, partition_key=f"{chain}|{today}",
-                                       run_key=f"burst-{chain}-{next_cursor.after.isoformat()}"))
+            requests.append(
+                RunRequest(
+                    job_name=rescore_job.name,
+                    partition_key=f"{chain}|{today}",
+                    run_key=f"burst-{chain}-{next_cursor.after.isoformat()}",
+                )
+            )
     else:
         for start in range(0, len(fresh), RUN_SIZE):
             chunk = fresh[start : start + RUN_SIZE]
             ids = [e.id for e in chunk]
             oldest = min(e.created_at for e in chunk) - timedelta(seconds=1)
             config = NewWatchConfig(watch_ids=ids, created_after=oldest.isoformat())
-            requests.append(RunRequest(job_name=new_addresses_job.name, run_key=_run_key(ids),
-                                       run_config=RunConfig(ops={newly_watched_scores.op.name: config}),
-                                       tags={"qday/new_entries": str(len(ids))}))
+            requests.append(
+                RunRequest(
+                    job_name=new_addresses_job.name,
+                    run_key=_run_key(ids),
+                    run_config=RunConfig(ops={newly_watched_scores.op.name: config}),
+                    tags={"qday/new_entries": str(len(ids))},
+                )
+            )
     context.log.info(f"{len(fresh)} new watched address(es): {len(requests)} run request(s)")
     return SensorResult(run_requests=requests, cursor=next_cursor.dump())

@@ -22,34 +22,54 @@ SettingsLoader = Callable[[argparse.Namespace], Settings]
 
 def add_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, settings: SettingsLoader) -> None:
     """Add ``sql``, ``watch import`` and ``up`` to the ``qday`` parser."""
-    sql = sub.add_parser("sql", parents=[common], help="query the analytics tables (DuckDB over Parquet)",
-                         description="Open a DuckDB session with the analytics views (watchlist, "
-                                     "address_observations, address_risk, address_risk_latest, "
-                                     "chain_readiness, ...). See docs/analytics.md.")
+    sql = sub.add_parser(
+        "sql",
+        parents=[common],
+        help="query the analytics tables (DuckDB over Parquet)",
+        description="Open a DuckDB session with the analytics views (watchlist, "
+        "address_observations, address_risk, address_risk_latest, "
+        "chain_readiness, ...). See docs/analytics.md.",
+    )
     sql.add_argument("-c", "--command", dest="sql", help="run one query and print CSV to stdout")
-    sql.add_argument("--write-catalog", type=Path, metavar="FILE",
-                     help="write a DuckDB file holding only the views (open it read-only) and exit")
+    sql.add_argument(
+        "--write-catalog",
+        type=Path,
+        metavar="FILE",
+        help="write a DuckDB file holding only the views (open it read-only) and exit",
+    )
     sql.set_defaults(func=lambda args: cmd_sql(args, settings(args)))
 
     watch = sub.add_parser("watch", help="watch-list administration")
     watch_sub = watch.add_subparsers(dest="watch_command", required=True)
-    imp = watch_sub.add_parser("import", parents=[common], help="bulk-add watched addresses from a CSV file",
-                               description="CSV columns: address (required), chain (optional: detected, an EVM "
-                                           "address means ethereum), label (optional). Bad rows are reported "
-                                           "with their line numbers; good rows are imported.")
+    imp = watch_sub.add_parser(
+        "import",
+        parents=[common],
+        help="bulk-add watched addresses from a CSV file",
+        description="CSV columns: address (required), chain (optional: detected, an EVM "
+        "address means ethereum), label (optional). Bad rows are reported "
+        "with their line numbers; good rows are imported.",
+    )
     imp.add_argument("file", type=Path, help="CSV file with a header row")
     imp.add_argument("--account", required=True, metavar="EMAIL", help="the account that watches them")
     imp.add_argument("--environment", required=True, choices=["live", "test"])
     imp.set_defaults(func=lambda args: cmd_watch_import(args, settings(args)))
 
-    up = sub.add_parser("up", parents=[common], help="run the API, the Dagster webserver and daemon together",
-                        description="Supervises `qday serve`, `dagster-webserver` (127.0.0.1) and `dagster-daemon "
-                                    "run` with DAGSTER_HOME under the data directory. Ctrl-C or SIGTERM stops all.")
+    up = sub.add_parser(
+        "up",
+        parents=[common],
+        help="run the API, the Dagster webserver and daemon together",
+        description="Supervises `qday serve`, `dagster-webserver` (127.0.0.1) and `dagster-daemon "
+        "run` with DAGSTER_HOME under the data directory. Ctrl-C or SIGTERM stops all.",
+    )
     up.add_argument("--port", type=int, help="API port (default 8000)")
     up.add_argument("--host", help="API listen address (default 127.0.0.1)")
     up.add_argument("--dagster-port", type=int, default=3000, help="Dagster webserver port (default 3000)")
-    up.add_argument("--restarts", type=int, default=3,
-                    help="restarts allowed per process within 5 minutes before everything stops (default 3)")
+    up.add_argument(
+        "--restarts",
+        type=int,
+        default=3,
+        help="restarts allowed per process within 5 minutes before everything stops (default 3)",
+    )
     up.set_defaults(func=lambda args: cmd_up(args, settings(args)))
 
 
@@ -124,12 +144,15 @@ class Repl:
         if name == ".help":
             print(REPL_HELP, file=self.out)
         elif name == ".tables":
-            self.statement("SELECT table_name AS name, table_type AS type FROM information_schema.tables"
-                           " ORDER BY table_name")
+            self.statement(
+                "SELECT table_name AS name, table_type AS type FROM information_schema.tables ORDER BY table_name"
+            )
         elif name == ".schema" and arg.strip():
             view = arg.strip().rstrip(";").replace("'", "''")
-            self.statement(f"SELECT column_name, data_type FROM information_schema.columns WHERE table_name = '{view}'"
-                           " ORDER BY ordinal_position")
+            self.statement(
+                f"SELECT column_name, data_type FROM information_schema.columns WHERE table_name = '{view}'"
+                " ORDER BY ordinal_position"
+            )
         else:
             print(f"unknown command {name!r}; try .help", file=self.err)
         return True
@@ -230,9 +253,14 @@ def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
 # --- qday watch import ------------------------------------------------------------------
 
 
-async def import_watchlist(rows: Iterable[tuple[int, dict[str, Any]]], *, account_id: str, environment: str,
-                           watch: Callable[[Any], Awaitable[Any]], now: Callable[[], datetime]
-                           ) -> tuple[list[tuple[int, str]], int, list[tuple[int, str]]]:
+async def import_watchlist(
+    rows: Iterable[tuple[int, dict[str, Any]]],
+    *,
+    account_id: str,
+    environment: str,
+    watch: Callable[[Any], Awaitable[Any]],
+    now: Callable[[], datetime],
+) -> tuple[list[tuple[int, str]], int, list[tuple[int, str]]]:
     """Validate and add (line number, CSV row) pairs; returns (imported (line, address)
     pairs, already watched count, rejected (line, reason) pairs). ``watch`` is
     ``SqliteScanStore.watch`` (idempotent per account, environment, chain and address)."""
@@ -290,8 +318,11 @@ def cmd_watch_import(args: argparse.Namespace, settings: Settings) -> int:
     header = [h.strip().lower() for h in (reader.fieldnames or [])]
     unknown = sorted(set(header) - {"address", "chain", "label"})
     if "address" not in header or unknown:
-        print(f"qday watch import: {args.file}: the header must name address and optionally chain, label"
-              + (f" (unknown: {', '.join(unknown)})" if unknown else ""), file=sys.stderr)
+        print(
+            f"qday watch import: {args.file}: the header must name address and optionally chain, label"
+            + (f" (unknown: {', '.join(unknown)})" if unknown else ""),
+            file=sys.stderr,
+        )
         return 2
     reader.fieldnames = header
     conn = open_database(settings.operational_db, settings.sqlite_synchronous)
@@ -302,16 +333,23 @@ def cmd_watch_import(args: argparse.Namespace, settings: Settings) -> int:
             return 2
         account = found[0]
         rows = ((reader.line_num, row) for row in reader)
-        imported, existing, rejected = asyncio.run(import_watchlist(
-            rows, account_id=account.id, environment=args.environment,
-            watch=SqliteScanStore(conn).watch, now=lambda: datetime.now(UTC),
-        ))
+        imported, existing, rejected = asyncio.run(
+            import_watchlist(
+                rows,
+                account_id=account.id,
+                environment=args.environment,
+                watch=SqliteScanStore(conn).watch,
+                now=lambda: datetime.now(UTC),
+            )
+        )
     finally:
         conn.close()
     for line, reason in rejected:
         print(f"{args.file}:{line}: {reason}", file=sys.stderr)
-    print(f"imported {len(imported)}, already watched {existing}, rejected {len(rejected)} "
-          f"({account.email}, {args.environment})")
+    print(
+        f"imported {len(imported)}, already watched {existing}, rejected {len(rejected)} "
+        f"({account.email}, {args.environment})"
+    )
     return 1 if rejected else 0
 
 

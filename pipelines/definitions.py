@@ -37,8 +37,12 @@ def analytics_dir(settings: Settings) -> Path:
     return settings.data_dir.resolve() / "analytics"
 
 
-def build_definitions(settings: Settings | None = None, *, chain_data: ChainDataResource | None = None,
-                      prices: PriceResource | None = None) -> Definitions:
+def build_definitions(
+    settings: Settings | None = None,
+    *,
+    chain_data: ChainDataResource | None = None,
+    prices: PriceResource | None = None,
+) -> Definitions:
     """Every pipeline definition, with resources for ``settings`` (default: ``load_settings()``)."""
     settings = settings or load_settings()
     resources = {

@@ -54,8 +54,11 @@ class Batch:
     run_id: str
 
     def columns(self) -> list[pl.Expr]:
-        return [pl.lit(self.scan_date, pl.Date()).alias("scan_date"), pl.lit(self.batch).alias("batch"),
-                pl.lit(self.run_id).alias("run_id")]
+        return [
+            pl.lit(self.scan_date, pl.Date()).alias("scan_date"),
+            pl.lit(self.batch).alias("batch"),
+            pl.lit(self.run_id).alias("run_id"),
+        ]
 
 
 # --- watch list -------------------------------------------------------------------------
@@ -64,8 +67,15 @@ _WATCH_SQL = (
     "SELECT id, account_id, environment, chain, address, label, created_at FROM watchlist"
     " WHERE chain = ? ORDER BY environment, address, account_id"
 )
-_WATCH_SCHEMA = {"watch_id": pl.String(), "account_id": pl.String(), "environment": pl.String(),
-                 "chain": pl.String(), "address": pl.String(), "label": pl.String(), "created_at": pl.String()}
+_WATCH_SCHEMA = {
+    "watch_id": pl.String(),
+    "account_id": pl.String(),
+    "environment": pl.String(),
+    "chain": pl.String(),
+    "address": pl.String(),
+    "label": pl.String(),
+    "created_at": pl.String(),
+}
 
 
 def _watch_frame(rows: Sequence[tuple], batch: Batch, exported_at: datetime) -> pl.DataFrame:
@@ -76,8 +86,14 @@ def _watch_frame(rows: Sequence[tuple], batch: Batch, exported_at: datetime) -> 
     )
 
 
-def export_watchlist(conn: sqlite3.Connection, chain: Chain, writer: ParquetFileWriter, batch: Batch,
-                     exported_at: datetime, chunk: int = 10_000) -> tuple[int, int]:
+def export_watchlist(
+    conn: sqlite3.Connection,
+    chain: Chain,
+    writer: ParquetFileWriter,
+    batch: Batch,
+    exported_at: datetime,
+    chunk: int = 10_000,
+) -> tuple[int, int]:
     """Stream every tenant's watched addresses on ``chain`` (both environments) into
     ``writer``, ordered by (environment, address, account); returns the row count and
     the number of distinct (environment, address) pairs.
@@ -98,8 +114,21 @@ def export_watchlist(conn: sqlite3.Connection, chain: Chain, writer: ParquetFile
 
 def watch_entries_frame(entries: Sequence[WatchedAddress], batch: Batch, exported_at: datetime) -> pl.DataFrame:
     """Watch-list rows of the given entries (the new-address sensor's runs)."""
-    rows = sorted(((e.id, e.account_id, e.environment.value, e.chain, e.address, e.label,
-                    e.created_at.astimezone(UTC).isoformat()) for e in entries), key=lambda r: (r[2], r[4], r[1]))
+    rows = sorted(
+        (
+            (
+                e.id,
+                e.account_id,
+                e.environment.value,
+                e.chain,
+                e.address,
+                e.label,
+                e.created_at.astimezone(UTC).isoformat(),
+            )
+            for e in entries
+        ),
+        key=lambda r: (r[2], r[4], r[1]),
+    )
     return _watch_frame(rows, batch, exported_at)
 
 
@@ -170,8 +199,9 @@ def observation_rows(observations: Sequence[Observation], environment: Environme
     return conform(
         frame.with_columns(
             pl.lit(environment.value).alias("environment"),
-            (pl.col("balance").cast(pl.Float64) / pl.lit(10.0).pow(pl.col("decimals").cast(pl.Int32)))
-            .alias("balance_native"),
+            (pl.col("balance").cast(pl.Float64) / pl.lit(10.0).pow(pl.col("decimals").cast(pl.Int32))).alias(
+                "balance_native"
+            ),
             ((pl.col("tx_count") > 0) | (pl.col("balance") > 0)).alias("has_activity"),
             *batch.columns(),
         ),
@@ -179,8 +209,15 @@ def observation_rows(observations: Sequence[Observation], environment: Environme
     )
 
 
-def observe_stream(loop: LoopThread, source: ChainData, chain: Chain, batches: Iterable[TargetBatch],
-                   batch: Batch, concurrency: int, stats: ObserveStats) -> Iterator[pl.DataFrame]:
+def observe_stream(
+    loop: LoopThread,
+    source: ChainData,
+    chain: Chain,
+    batches: Iterable[TargetBatch],
+    batch: Batch,
+    concurrency: int,
+    stats: ObserveStats,
+) -> Iterator[pl.DataFrame]:
     """Observation rows per target batch, ``concurrency`` observe() calls in flight, in order.
 
     The first call of each environment goes alone: it checks the endpoint (a client
@@ -214,25 +251,42 @@ def observe_stream(loop: LoopThread, source: ChainData, chain: Chain, batches: I
 # --- prices -----------------------------------------------------------------------------
 
 
-def price_rows(chain: Chain, found: dict[Environment, Price | None], batch: Batch,
-               fetched_at: datetime) -> pl.DataFrame:
+def price_rows(
+    chain: Chain, found: dict[Environment, Price | None], batch: Batch, fetched_at: datetime
+) -> pl.DataFrame:
     """One ``native_prices`` row per environment (price null when unknown)."""
     symbol = CHAINS[chain].symbol
     rows = [
-        {"environment": env.value, "chain": chain.value, "symbol": symbol,
-         "price_usd": None if price is None else float(price.usd),
-         "price_as_of": None if price is None else price.as_of, "price_source": None if price is None else price.source}
+        {
+            "environment": env.value,
+            "chain": chain.value,
+            "symbol": symbol,
+            "price_usd": None if price is None else float(price.usd),
+            "price_as_of": None if price is None else price.as_of,
+            "price_source": None if price is None else price.source,
+        }
         for env, price in found.items()
     ]
-    frame = pl.DataFrame(rows, schema={"environment": pl.String(), "chain": pl.String(), "symbol": pl.String(),
-                                       "price_usd": pl.Float64(), "price_as_of": pl.Datetime("us", "UTC"),
-                                       "price_source": pl.String()})
-    return conform(frame.with_columns(*batch.columns(), pl.lit(fetched_at, pl.Datetime("us", "UTC"))
-                                      .alias("fetched_at")), TABLES["native_prices"])
+    frame = pl.DataFrame(
+        rows,
+        schema={
+            "environment": pl.String(),
+            "chain": pl.String(),
+            "symbol": pl.String(),
+            "price_usd": pl.Float64(),
+            "price_as_of": pl.Datetime("us", "UTC"),
+            "price_source": pl.String(),
+        },
+    )
+    return conform(
+        frame.with_columns(*batch.columns(), pl.lit(fetched_at, pl.Datetime("us", "UTC")).alias("fetched_at")),
+        TABLES["native_prices"],
+    )
 
 
-async def fetch_prices(source: PriceData, chain: Chain,
-                       environments: Iterable[Environment] = tuple(Environment)) -> dict[Environment, Price | None]:
+async def fetch_prices(
+    source: PriceData, chain: Chain, environments: Iterable[Environment] = tuple(Environment)
+) -> dict[Environment, Price | None]:
     """The chain's native-coin price in each environment."""
     symbol = CHAINS[chain].symbol
     return {env: (await source.prices(env, [symbol])).get(symbol) for env in environments}
@@ -241,16 +295,20 @@ async def fetch_prices(source: PriceData, chain: Chain,
 # --- risk -------------------------------------------------------------------------------
 
 
-def risk_rows(observations: pl.DataFrame, prices: pl.DataFrame, readiness: ReadinessData,
-              scanned_at: datetime) -> pl.DataFrame:
+def risk_rows(
+    observations: pl.DataFrame, prices: pl.DataFrame, readiness: ReadinessData, scanned_at: datetime
+) -> pl.DataFrame:
     """Score observation rows (``address_observations`` schema) with the vectorised scorer."""
     priced = observations.join(
         prices.select("environment", "symbol", "price_usd", "price_as_of"),
-        on=["environment", "symbol"], how="left", maintain_order="left",
+        on=["environment", "symbol"],
+        how="left",
+        maintain_order="left",
     ).with_columns(pl.col("balance").cast(pl.Int128()))
     scored = score_frame(priced, readiness)
-    return conform(scored.with_columns(pl.lit(scanned_at, pl.Datetime("us", "UTC")).alias("scanned_at")),
-                   TABLES["address_risk"])
+    return conform(
+        scored.with_columns(pl.lit(scanned_at, pl.Datetime("us", "UTC")).alias("scanned_at")), TABLES["address_risk"]
+    )
 
 
 def risk_problems(frame: pl.DataFrame) -> dict[str, int]:
@@ -271,12 +329,22 @@ def risk_problems(frame: pl.DataFrame) -> dict[str, int]:
 def observation_from_row(row: dict) -> Observation:
     """Rebuild the ``Observation`` of one risk row (for ``scan_record``)."""
     return Observation(
-        chain=row["chain"], address=row["address"], address_type=row["address_type"],
-        account_type=AccountType(row["account_type"]), balance=int(row["balance"]), decimals=row["decimals"],
-        symbol=row["symbol"], tx_count=row["tx_count"], outbound_tx_count=row["outbound_tx_count"],
-        exposure=Exposure(row["exposure"]), public_key=row["public_key"],
-        address_reuse_count=row["address_reuse_count"], first_activity=row["first_activity"],
-        last_activity=row["last_activity"], source=row["source"], height=row["height"],
+        chain=row["chain"],
+        address=row["address"],
+        address_type=row["address_type"],
+        account_type=AccountType(row["account_type"]),
+        balance=int(row["balance"]),
+        decimals=row["decimals"],
+        symbol=row["symbol"],
+        tx_count=row["tx_count"],
+        outbound_tx_count=row["outbound_tx_count"],
+        exposure=Exposure(row["exposure"]),
+        public_key=row["public_key"],
+        address_reuse_count=row["address_reuse_count"],
+        first_activity=row["first_activity"],
+        last_activity=row["last_activity"],
+        source=row["source"],
+        height=row["height"],
         observed_at=row["observed_at"],
     )
 
@@ -301,8 +369,9 @@ def records_for(risk: pl.DataFrame, watchers: pl.DataFrame, readiness: Readiness
         observation = observation_from_row(row)
         result = wallet_risk(row, readiness)
         environment = Environment(row["environment"])
-        records.extend(scan_record(observation, result, account, environment, row["scanned_at"], SOURCE)
-                       for account in accounts)
+        records.extend(
+            scan_record(observation, result, account, environment, row["scanned_at"], SOURCE) for account in accounts
+        )
     return records
 
 

@@ -55,8 +55,11 @@ class ChainDataResource(ConfigurableResource):
 class EndpointChainDataResource(ChainDataResource):
     """The real chain clients on the configured endpoints."""
 
-    config_file: str | None = Field(default=None, description="qday settings TOML (its [chains] table); "
-                                    "QDAY_CONFIG and QDAY_<CHAIN>_* variables apply as for the API.")
+    config_file: str | None = Field(
+        default=None,
+        description="qday settings TOML (its [chains] table); "
+        "QDAY_CONFIG and QDAY_<CHAIN>_* variables apply as for the API.",
+    )
 
     def open(self) -> ChainData:
         return ClientChainData(_endpoints(self.config_file))

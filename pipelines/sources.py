@@ -70,9 +70,7 @@ class ClientChainData:
     def client(self, environment: Environment, chain: Chain) -> ChainClient:
         """The environment's client of ``chain`` (all 19 are built on first use)."""
         if environment not in self._clients:
-            self._clients[environment] = build_clients(
-                self._endpoints, ChainEnvironment(environment.value), self._http
-            )
+            self._clients[environment] = build_clients(self._endpoints, ChainEnvironment(environment.value), self._http)
         return self._clients[environment][chain]
 
     async def observe(self, environment: Environment, chain: Chain, addresses: Sequence[Address]) -> list[Observation]:
@@ -90,8 +88,9 @@ class ClientChainData:
 class OraclePriceData:
     """Chainlink feeds on each environment's Ethereum endpoint, then the static price file."""
 
-    def __init__(self, endpoints: ChainEndpoints, static: StaticPrices | None = None,
-                 http: httpx.AsyncClient | None = None) -> None:
+    def __init__(
+        self, endpoints: ChainEndpoints, static: StaticPrices | None = None, http: httpx.AsyncClient | None = None
+    ) -> None:
         self._own_http = http is None
         self._http = http or _http_client()
         static = static or StaticPrices.from_file()
@@ -179,8 +178,9 @@ class SnapshotChainData:
     """Replays recorded observations. A chain listed in ``unavailable`` fails as an outage
     would, and so does an address the recording lacks (no data is not "no activity")."""
 
-    def __init__(self, observations: Mapping[tuple[Environment, str, str], Observation],
-                 unavailable: Iterable[str] = ()) -> None:
+    def __init__(
+        self, observations: Mapping[tuple[Environment, str, str], Observation], unavailable: Iterable[str] = ()
+    ) -> None:
         self._observations = dict(observations)
         self._unavailable = frozenset(unavailable)
 
@@ -195,8 +195,9 @@ class SnapshotChainData:
         for address in addresses:
             observation = self._observations.get((environment, chain.value, str(address)))
             if observation is None:
-                raise ChainUnavailable(f"{chain} snapshot has no {environment} observation of {address}",
-                                       chain=chain.value)
+                raise ChainUnavailable(
+                    f"{chain} snapshot has no {environment} observation of {address}", chain=chain.value
+                )
             found.append(observation)
         return found
 

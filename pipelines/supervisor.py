@@ -105,8 +105,15 @@ class Child:
     def start(self, env: Mapping[str, str], out: TextIO, lock: threading.Lock) -> None:
         self.starts.append(time.monotonic())
         self.process = subprocess.Popen(
-            list(self.argv), env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, start_new_session=True, bufsize=1, text=True, errors="replace",
+            list(self.argv),
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            bufsize=1,
+            text=True,
+            errors="replace",
         )
         self.pump = threading.Thread(target=_pump, args=(self.name, self.process.stdout, out, lock), daemon=True)
         self.pump.start()
@@ -132,8 +139,9 @@ def _pump(name: str, stream: Any, out: TextIO, lock: threading.Lock) -> None:
 class Supervisor:
     """Starts the children, restarts one that dies (bounded), stops all on request."""
 
-    def __init__(self, children: Sequence[Child], env: Mapping[str, str], restarts: int,
-                 out: TextIO = sys.stdout) -> None:
+    def __init__(
+        self, children: Sequence[Child], env: Mapping[str, str], restarts: int, out: TextIO = sys.stdout
+    ) -> None:
         self.children = list(children)
         self.env = env
         self.restarts = restarts
@@ -205,15 +213,27 @@ class Supervisor:
 
 def stack_children(settings: Any, config: Path | None, dagster_home: Path, dagster_port: int) -> list[Child]:
     """The three programs of ``qday up``."""
-    api = [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(settings.data_dir.resolve()),
-           "--host", settings.host, "--port", str(settings.port)]
+    api = [
+        sys.executable,
+        "-m",
+        "api.cli",
+        "serve",
+        "--data-dir",
+        str(settings.data_dir.resolve()),
+        "--host",
+        settings.host,
+        "--port",
+        str(settings.port),
+    ]
     if config is not None:
         api += ["--config", str(config.resolve())]
     workspace = str(dagster_home / "workspace.yaml")
     return [
         Child("api", api),
-        Child("dagster-webserver", [_program("dagster-webserver"), "-h", "127.0.0.1", "-p", str(dagster_port),
-                                    "-w", workspace]),
+        Child(
+            "dagster-webserver",
+            [_program("dagster-webserver"), "-h", "127.0.0.1", "-p", str(dagster_port), "-w", workspace],
+        ),
         Child("dagster-daemon", [_program("dagster-daemon"), "run", "-w", workspace]),
     ]
 
@@ -235,11 +255,14 @@ def run_stack(settings: Any, *, config: Path | None, dagster_port: int, restarts
         print("qday up: --dagster-port must differ from the API port", file=sys.stderr)
         return 2
     home = prepare_dagster_home(settings.data_dir)
-    supervisor = Supervisor(stack_children(settings, config, home, dagster_port),
-                            stack_environment(settings, config, home), restarts)
+    supervisor = Supervisor(
+        stack_children(settings, config, home, dagster_port), stack_environment(settings, config, home), restarts
+    )
     previous = {sig: signal.signal(sig, supervisor.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    supervisor.say(f"API on http://{settings.host}:{settings.port}/v1, Dagster on http://127.0.0.1:{dagster_port}, "
-                   f"DAGSTER_HOME={home}")
+    supervisor.say(
+        f"API on http://{settings.host}:{settings.port}/v1, Dagster on http://127.0.0.1:{dagster_port}, "
+        f"DAGSTER_HOME={home}"
+    )
     try:
         return supervisor.run()
     finally:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Final
 
-
 from pqc.errors import InvalidInput
 from pqc.hashes import keccak256, sha256d
 
@@ -30,7 +29,6 @@ class MessageScheme(StrEnum):
     EIP191 = "eip191"
     BIP137 = "bip137"
     DIGEST = "digest"
-
 
 
 def compact_size(n: int) -> bytes:

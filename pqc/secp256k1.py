@@ -25,8 +25,8 @@ from coincurve import PublicKey
 
 from pqc.ecdsa_der import decode_der_signature, encode_der_signature
 from pqc.ecdsa_messages import DIGEST_SIZE
-from pqc.hashes import hash160, keccak256
 from pqc.errors import InvalidInput, InvalidKeyFormat, InvalidSignature, MalformedSignature
+from pqc.hashes import hash160, keccak256
 
 #: Order of the secp256k1 group.
 CURVE_ORDER: Final = 0xFFFFFFFF_FFFFFFFF_FFFFFFFF_FFFFFFFE_BAAEDCE6_AF48A03B_BFD25E8C_D0364141
@@ -166,7 +166,6 @@ def parse_public_key(public_key: bytes) -> bytes:
 def evm_address(public_key: bytes) -> bytes:
     """The 20-byte EVM address of a secp256k1 public key (any encoding parse_public_key takes)."""
     return keccak256(parse_public_key(public_key)[1:])[-ADDRESS_SIZE:]
-
 
 
 def _uncompressed(public_key: bytes) -> bytes:

@@ -84,8 +84,9 @@ def generate_keypair(algorithm: Algorithm | str, seed: bytes | None = None, *, e
             return KeyPair(alg, mldsa.public_key_of(alg, seed), seed, seed)
         public_key, private_key = mldsa.generate(alg, seed)
     elif not expanded:
-        raise InvalidInput(f"{alg} has one private key encoding (FIPS 205 SK); the seed form is for ML-DSA",
-                           field="expanded")
+        raise InvalidInput(
+            f"{alg} has one private key encoding (FIPS 205 SK); the seed form is for ML-DSA", field="expanded"
+        )
     else:
         public_key, private_key, seed = slhdsa.generate(alg, seed)
     return KeyPair(alg, public_key, private_key, seed)

@@ -11,7 +11,6 @@ from chains.observation import Observation
 from scoring.result import WalletRisk
 from storage.models import Environment, ScanResult
 
-
 _ENCODER = msgspec.json.Encoder()  # compact JSON in C: json.dumps was a fifth of a published result's cost
 
 
@@ -19,8 +18,14 @@ def _iso(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def scan_record(observation: Observation, risk: WalletRisk, account_id: str, environment: Environment,
-                scanned_at: datetime, source: str) -> ScanResult:
+def scan_record(
+    observation: Observation,
+    risk: WalletRisk,
+    account_id: str,
+    environment: Environment,
+    scanned_at: datetime,
+    source: str,
+) -> ScanResult:
     """A ``ScanResult`` whose ``result`` is the spec's wallet-scan object (plus
     ``dataAsOf``, ``scoringVersion`` and the data source), ready to store."""
     body = {
@@ -33,7 +38,15 @@ def scan_record(observation: Observation, risk: WalletRisk, account_id: str, env
         "blockHeight": observation.height,
     }
     return ScanResult(
-        account_id=account_id, environment=environment, chain=observation.chain, address=observation.address,
-        result=_ENCODER.encode(body).decode(), risk_value=risk.risk_value, risk_score=risk.risk_score,
-        scoring_version=risk.scoring_version, data_as_of=observation.observed_at, scanned_at=scanned_at, source=source,
+        account_id=account_id,
+        environment=environment,
+        chain=observation.chain,
+        address=observation.address,
+        result=_ENCODER.encode(body).decode(),
+        risk_value=risk.risk_value,
+        risk_score=risk.risk_score,
+        scoring_version=risk.scoring_version,
+        data_as_of=observation.observed_at,
+        scanned_at=scanned_at,
+        source=source,
     )

@@ -111,11 +111,19 @@ TABLES: Final[Mapping[str, Table]] = MappingProxyType(
         for t in (
             Table(
                 "watchlist",
-                pl.Schema({
-                    "watch_id": pl.String(), "account_id": pl.String(), "environment": pl.String(),
-                    "chain": pl.String(), "address": pl.String(), "label": pl.String(), "created_at": UTC_TS,
-                    **_PROVENANCE, "exported_at": UTC_TS,
-                }),
+                pl.Schema(
+                    {
+                        "watch_id": pl.String(),
+                        "account_id": pl.String(),
+                        "environment": pl.String(),
+                        "chain": pl.String(),
+                        "address": pl.String(),
+                        "label": pl.String(),
+                        "created_at": UTC_TS,
+                        **_PROVENANCE,
+                        "exported_at": UTC_TS,
+                    }
+                ),
                 ("watch_id",),
                 "Export of the operational watch list (every tenant, both environments).",
             ),
@@ -127,11 +135,18 @@ TABLES: Final[Mapping[str, Table]] = MappingProxyType(
             ),
             Table(
                 "native_prices",
-                pl.Schema({
-                    "environment": pl.String(), "chain": pl.String(), "symbol": pl.String(),
-                    "price_usd": pl.Float64(), "price_as_of": UTC_TS, "price_source": pl.String(),
-                    **_PROVENANCE, "fetched_at": UTC_TS,
-                }),
+                pl.Schema(
+                    {
+                        "environment": pl.String(),
+                        "chain": pl.String(),
+                        "symbol": pl.String(),
+                        "price_usd": pl.Float64(),
+                        "price_as_of": UTC_TS,
+                        "price_source": pl.String(),
+                        **_PROVENANCE,
+                        "fetched_at": UTC_TS,
+                    }
+                ),
                 ("environment", "chain"),
                 "USD price of each chain's native coin used for that day's scores (null: unknown).",
             ),
@@ -143,12 +158,23 @@ TABLES: Final[Mapping[str, Table]] = MappingProxyType(
             ),
             Table(
                 "chain_readiness",
-                pl.Schema({
-                    "chain": pl.String(), "category": pl.String(), "family": pl.String(), "grade": pl.String(),
-                    "grade_label": pl.String(), "factor": pl.String(), "status": pl.String(),
-                    "detail": pl.String(), "source": pl.String(), "scoring_version": pl.String(),
-                    "readiness_as_of": pl.Date(), "scan_date": pl.Date(), "run_id": pl.String(),
-                }),
+                pl.Schema(
+                    {
+                        "chain": pl.String(),
+                        "category": pl.String(),
+                        "family": pl.String(),
+                        "grade": pl.String(),
+                        "grade_label": pl.String(),
+                        "factor": pl.String(),
+                        "status": pl.String(),
+                        "detail": pl.String(),
+                        "source": pl.String(),
+                        "scoring_version": pl.String(),
+                        "readiness_as_of": pl.Date(),
+                        "scan_date": pl.Date(),
+                        "run_id": pl.String(),
+                    }
+                ),
                 ("chain", "factor"),
                 "Post-quantum readiness of the 19 chains: one row per chain factor, per scan date.",
             ),
@@ -199,8 +225,15 @@ class ParquetFileWriter:
     manager: an exception aborts, leaving the previous file untouched.
     """
 
-    def __init__(self, target: Path, table: Table, scratch_root: Path, *, rows_per_part: int = 10_000,
-                 row_group_size: int = 10_000) -> None:
+    def __init__(
+        self,
+        target: Path,
+        table: Table,
+        scratch_root: Path,
+        *,
+        rows_per_part: int = 10_000,
+        row_group_size: int = 10_000,
+    ) -> None:
         self.target = target
         self.table = table
         self.rows = 0
@@ -434,7 +467,13 @@ class AnalyticsStore:
 
 
 VIEWS: Final[tuple[str, ...]] = (
-    "watchlist", "watchlist_exports", "address_observations", "native_prices", "address_risk",
-    "address_risk_latest", "chain_readiness", "chain_readiness_latest",
+    "watchlist",
+    "watchlist_exports",
+    "address_observations",
+    "native_prices",
+    "address_risk",
+    "address_risk_latest",
+    "chain_readiness",
+    "chain_readiness_latest",
 )
 """Every view ``AnalyticsStore.create_views`` defines."""

@@ -20,13 +20,20 @@ _ATTESTATION_COLUMNS = (
 
 
 def _pq_key(row: tuple) -> PqKey:
-    return PqKey(row[0], row[1], Environment(row[2]), row[3], row[4], row[5], row[6], KeyOrigin(row[7]),
-                 dt(row[8]))  # type: ignore[arg-type]
+    return PqKey(row[0], row[1], Environment(row[2]), row[3], row[4], row[5], row[6], KeyOrigin(row[7]), dt(row[8]))  # type: ignore[arg-type]
 
 
 def _challenge(row: tuple) -> AttestationChallenge:
-    return AttestationChallenge(row[0], row[1], Environment(row[2]), row[3], row[4], dt(row[5]), dt(row[6]),  # type: ignore[arg-type]
-                                dt(row[7]))
+    return AttestationChallenge(
+        row[0],
+        row[1],
+        Environment(row[2]),
+        row[3],
+        row[4],
+        dt(row[5]),
+        dt(row[6]),  # type: ignore[arg-type]
+        dt(row[7]),
+    )
 
 
 def _attestation(row: tuple) -> Attestation:
@@ -58,8 +65,9 @@ class SqliteAttestationStore:
         environment, return the existing record instead (idempotent)."""
         return await self._writer.write(lambda c: _insert_pq_key(c, key))
 
-    def pq_key_by_fingerprint(self, account_id: str, environment: Environment, algorithm: str,
-                              fingerprint: str) -> PqKey | None:
+    def pq_key_by_fingerprint(
+        self, account_id: str, environment: Environment, algorithm: str, fingerprint: str
+    ) -> PqKey | None:
         """The account's registered key with this algorithm and fingerprint."""
         lookup = (account_id, environment, algorithm, fingerprint)
         found = self._keys.get(lookup)
@@ -84,8 +92,9 @@ class SqliteAttestationStore:
         """Store a newly issued challenge (durable when this returns)."""
         await self._writer.write(lambda c: _insert_challenge(c, challenge))
 
-    def challenge_by_statement(self, account_id: str, environment: Environment,
-                               statement_hash: bytes) -> AttestationChallenge | None:
+    def challenge_by_statement(
+        self, account_id: str, environment: Environment, statement_hash: bytes
+    ) -> AttestationChallenge | None:
         """The account's challenge whose statement has this SHA-256."""
         row = self._conn.execute(
             f"SELECT {_CHALLENGE_COLUMNS} FROM attestation_challenges WHERE statement_hash = ? AND account_id = ?"
@@ -111,9 +120,20 @@ class SqliteAttestationStore:
 
 def _insert_pq_key(c: sqlite3.Connection, key: PqKey) -> PqKey:
     row = insert_or_get(
-        c, "pq_keys", _PQ_COLUMNS,
-        (key.id, key.account_id, key.environment.value, key.algorithm, key.chain, key.public_key, key.fingerprint,
-         key.origin.value, ts(key.created_at)),
+        c,
+        "pq_keys",
+        _PQ_COLUMNS,
+        (
+            key.id,
+            key.account_id,
+            key.environment.value,
+            key.algorithm,
+            key.chain,
+            key.public_key,
+            key.fingerprint,
+            key.origin.value,
+            ts(key.created_at),
+        ),
         ("account_id", "environment", "algorithm", "fingerprint"),
         (key.account_id, key.environment.value, key.algorithm, key.fingerprint),
     )
@@ -123,8 +143,16 @@ def _insert_pq_key(c: sqlite3.Connection, key: PqKey) -> PqKey:
 def _insert_challenge(c: sqlite3.Connection, challenge: AttestationChallenge) -> None:
     c.execute(
         f"INSERT INTO attestation_challenges ({_CHALLENGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
-        (challenge.id, challenge.account_id, challenge.environment.value, challenge.statement,
-         challenge.statement_hash, ts(challenge.expires_at), ts(challenge.created_at), ts(challenge.used_at)),
+        (
+            challenge.id,
+            challenge.account_id,
+            challenge.environment.value,
+            challenge.statement,
+            challenge.statement_hash,
+            ts(challenge.expires_at),
+            ts(challenge.created_at),
+            ts(challenge.used_at),
+        ),
     )
 
 
@@ -138,8 +166,26 @@ def _insert_attestation(c: sqlite3.Connection, a: Attestation, now: datetime) ->
             return False
     c.execute(
         f"INSERT INTO attestations ({_ATTESTATION_COLUMNS}) VALUES ({', '.join('?' * 19)})",
-        (a.id, a.account_id, a.environment.value, a.pq_key_id, a.message, a.ecdsa_public_key, a.ecdsa_claim,
-         a.ecdsa_scheme, a.ecdsa_signature, a.ecdsa_signature_hash, a.pqc_public_key, a.algorithm, a.context,
-         a.pqc_signature, a.pqc_signature_hash, a.chain, a.metadata, a.challenge_id, ts(a.created_at)),
+        (
+            a.id,
+            a.account_id,
+            a.environment.value,
+            a.pq_key_id,
+            a.message,
+            a.ecdsa_public_key,
+            a.ecdsa_claim,
+            a.ecdsa_scheme,
+            a.ecdsa_signature,
+            a.ecdsa_signature_hash,
+            a.pqc_public_key,
+            a.algorithm,
+            a.context,
+            a.pqc_signature,
+            a.pqc_signature_hash,
+            a.chain,
+            a.metadata,
+            a.challenge_id,
+            ts(a.created_at),
+        ),
     )
     return True

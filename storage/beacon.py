@@ -54,12 +54,12 @@ class ChangeBeacon:
     def stamp(self, topic: Topic) -> bytes:
         """The current stamp of ``topic``; it differs after every announced change."""
         start = topic * _SLOT
-        return self._map[start:start + _SLOT]
+        return self._map[start : start + _SLOT]
 
     def announce(self, topic: Topic) -> None:
         """Tell every process that rows of ``topic`` changed (call after the commit)."""
         start = topic * _SLOT
-        self._map[start:start + _SLOT] = os.urandom(_SLOT)
+        self._map[start : start + _SLOT] = os.urandom(_SLOT)
 
     def close(self) -> None:
         """Unmap the file."""

@@ -36,36 +36,82 @@ _GENESIS = bytes(32)
 
 def _key(row: tuple) -> ManagedKey:
     return ManagedKey(
-        id=row[0], account_id=row[1], environment=Environment(row[2]), algorithm=row[3], chain=row[4],
-        public_key=row[5], fingerprint=row[6], backend=row[7], wrapping_key=row[8], key_ref=row[9],
-        state=ManagedKeyState(row[10]), created_at=dt(row[11]),  # type: ignore[arg-type]
-        deletion_requested_at=dt(row[12]), deletion_scheduled_at=dt(row[13]), destroyed_at=dt(row[14]),
+        id=row[0],
+        account_id=row[1],
+        environment=Environment(row[2]),
+        algorithm=row[3],
+        chain=row[4],
+        public_key=row[5],
+        fingerprint=row[6],
+        backend=row[7],
+        wrapping_key=row[8],
+        key_ref=row[9],
+        state=ManagedKeyState(row[10]),
+        created_at=dt(row[11]),  # type: ignore[arg-type]
+        deletion_requested_at=dt(row[12]),
+        deletion_scheduled_at=dt(row[13]),
+        destroyed_at=dt(row[14]),
     )
 
 
 def _event(row: tuple) -> ManagedKeyEvent:
     return ManagedKeyEvent(
-        id=row[0], key_id=row[1], account_id=row[2], environment=Environment(row[3]), type=row[4],
-        state=ManagedKeyState(row[5]), actor=row[6], request_id=row[7], at=dt(row[8]),  # type: ignore[arg-type]
-        details=row[9], prev_hash=row[10], hash=row[11],
+        id=row[0],
+        key_id=row[1],
+        account_id=row[2],
+        environment=Environment(row[3]),
+        type=row[4],
+        state=ManagedKeyState(row[5]),
+        actor=row[6],
+        request_id=row[7],
+        at=dt(row[8]),  # type: ignore[arg-type]
+        details=row[9],
+        prev_hash=row[10],
+        hash=row[11],
     )
 
 
 def event_hash(prev_hash: bytes, e: ManagedKeyEvent) -> bytes:
     """SHA-256 of the previous hash and the event's canonical JSON form."""
-    canonical = json.dumps([e.id, e.key_id, e.account_id, e.environment.value, e.type, e.state.value, e.actor,
-                            e.request_id, ts(e.at), e.details], separators=(",", ":"))
+    canonical = json.dumps(
+        [
+            e.id,
+            e.key_id,
+            e.account_id,
+            e.environment.value,
+            e.type,
+            e.state.value,
+            e.actor,
+            e.request_id,
+            ts(e.at),
+            e.details,
+        ],
+        separators=(",", ":"),
+    )
     return hashlib.sha256(prev_hash + canonical.encode()).digest()
 
 
 def _append_event(c: sqlite3.Connection, e: ManagedKeyEvent) -> None:
-    row = c.execute("SELECT hash FROM managed_key_events WHERE account_id = ? ORDER BY seq DESC LIMIT 1",
-                    (e.account_id,)).fetchone()
+    row = c.execute(
+        "SELECT hash FROM managed_key_events WHERE account_id = ? ORDER BY seq DESC LIMIT 1", (e.account_id,)
+    ).fetchone()
     prev = row[0] if row else _GENESIS
     c.execute(
         f"INSERT INTO managed_key_events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (e.id, e.key_id, e.account_id, e.environment.value, e.type, e.state.value, e.actor, e.request_id, ts(e.at),
-         e.details, prev, event_hash(prev, e)),
+        (
+            e.id,
+            e.key_id,
+            e.account_id,
+            e.environment.value,
+            e.type,
+            e.state.value,
+            e.actor,
+            e.request_id,
+            ts(e.at),
+            e.details,
+            prev,
+            event_hash(prev, e),
+        ),
     )
 
 
@@ -92,12 +138,27 @@ class SqliteManagedKeyStore:
 
     async def create(self, key: ManagedKey, event: ManagedKeyEvent, registration: PqKey | None) -> None:
         """Insert the key, its ``created`` event and the public-key registration atomically."""
+
         def insert(c: sqlite3.Connection) -> None:
             c.execute(
                 f"INSERT INTO managed_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (key.id, key.account_id, key.environment.value, key.algorithm, key.chain, key.public_key,
-                 key.fingerprint, key.backend, key.wrapping_key, key.key_ref, key.state.value, ts(key.created_at),
-                 ts(key.deletion_requested_at), ts(key.deletion_scheduled_at), ts(key.destroyed_at)),
+                (
+                    key.id,
+                    key.account_id,
+                    key.environment.value,
+                    key.algorithm,
+                    key.chain,
+                    key.public_key,
+                    key.fingerprint,
+                    key.backend,
+                    key.wrapping_key,
+                    key.key_ref,
+                    key.state.value,
+                    ts(key.created_at),
+                    ts(key.deletion_requested_at),
+                    ts(key.deletion_scheduled_at),
+                    ts(key.destroyed_at),
+                ),
             )
             _append_event(c, event)
             if registration is not None:
@@ -105,8 +166,17 @@ class SqliteManagedKeyStore:
                 c.execute(
                     "INSERT INTO pq_keys (id, account_id, environment, algorithm, chain, public_key, fingerprint,"
                     " origin, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
-                    (r.id, r.account_id, r.environment.value, r.algorithm, r.chain, r.public_key, r.fingerprint,
-                     r.origin.value, ts(r.created_at)),
+                    (
+                        r.id,
+                        r.account_id,
+                        r.environment.value,
+                        r.algorithm,
+                        r.chain,
+                        r.public_key,
+                        r.fingerprint,
+                        r.origin.value,
+                        ts(r.created_at),
+                    ),
                 )
 
         await commit(self._writer, self._conn, insert)
@@ -129,22 +199,33 @@ class SqliteManagedKeyStore:
 
         return await commit(self._writer, self._conn, transition)
 
-    async def schedule_deletion(self, account_id: str, environment: Environment, key_id: str,
-                                requested_at: datetime, scheduled_at: datetime,
-                                event: ManagedKeyEvent) -> ManagedKey | None:
+    async def schedule_deletion(
+        self,
+        account_id: str,
+        environment: Environment,
+        key_id: str,
+        requested_at: datetime,
+        scheduled_at: datetime,
+        event: ManagedKeyEvent,
+    ) -> ManagedKey | None:
         """active → pending_deletion with its event; None when the key is not active."""
         return await self._transition(
             "UPDATE managed_keys SET state = 'pending_deletion', deletion_requested_at = ?, deletion_scheduled_at = ?"
             " WHERE id = ? AND account_id = ? AND environment = ? AND state = 'active'",
-            (ts(requested_at), ts(scheduled_at), key_id, account_id, environment.value), event)
+            (ts(requested_at), ts(scheduled_at), key_id, account_id, environment.value),
+            event,
+        )
 
-    async def cancel_deletion(self, account_id: str, environment: Environment, key_id: str,
-                              event: ManagedKeyEvent) -> ManagedKey | None:
+    async def cancel_deletion(
+        self, account_id: str, environment: Environment, key_id: str, event: ManagedKeyEvent
+    ) -> ManagedKey | None:
         """pending_deletion → active with its event; None when not pending deletion."""
         return await self._transition(
             "UPDATE managed_keys SET state = 'active', deletion_requested_at = NULL, deletion_scheduled_at = NULL"
             " WHERE id = ? AND account_id = ? AND environment = ? AND state = 'pending_deletion'",
-            (key_id, account_id, environment.value), event)
+            (key_id, account_id, environment.value),
+            event,
+        )
 
     def due_for_destruction(self, now: datetime, limit: int) -> list[ManagedKey]:
         """Keys of every tenant whose deletion date has passed, earliest first."""
@@ -158,6 +239,7 @@ class SqliteManagedKeyStore:
     async def destroy(self, key_id: str, now: datetime, event: ManagedKeyEvent) -> bool:
         """Erase the key's material and mark it destroyed, with its event; False
         when it is not due (cancelled meanwhile, or destroyed by another process)."""
+
         def erase(c: sqlite3.Connection) -> bool:
             cur = c.execute(
                 "UPDATE managed_keys SET state = 'destroyed', key_ref = NULL, destroyed_at = ?,"
@@ -199,14 +281,19 @@ class SqliteManagedKeyStore:
 
     async def uncount_signature(self, key_id: str, month: str) -> None:
         """Take back one counted signature that was never made (its signing failed)."""
+
         def uncount(c: sqlite3.Connection) -> None:
-            c.execute("UPDATE managed_key_usage SET signatures = signatures - 1 WHERE key_id = ? AND month = ?"
-                      " AND signatures > 0", (key_id, month))
+            c.execute(
+                "UPDATE managed_key_usage SET signatures = signatures - 1 WHERE key_id = ? AND month = ?"
+                " AND signatures > 0",
+                (key_id, month),
+            )
 
         await commit(self._writer, self._conn, uncount)
 
-    def usage(self, account_id: str, environment: Environment, month: str, start: datetime,
-              end: datetime) -> list[ManagedKeyUsage]:
+    def usage(
+        self, account_id: str, environment: Environment, month: str, start: datetime, end: datetime
+    ) -> list[ManagedKeyUsage]:
         """Keys that held material during [start, end) or signed in ``month``, with counts."""
         rows = self._conn.execute(
             "SELECT k.id, k.algorithm, k.state, COALESCE(u.signatures, 0) FROM managed_keys k"

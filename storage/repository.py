@@ -75,8 +75,9 @@ class AttestationStore(Protocol):
         """Register a public key; when the account already has it in this
         environment, return the existing record instead (idempotent)."""
 
-    def pq_key_by_fingerprint(self, account_id: str, environment: Environment, algorithm: str,
-                              fingerprint: str) -> PqKey | None:
+    def pq_key_by_fingerprint(
+        self, account_id: str, environment: Environment, algorithm: str, fingerprint: str
+    ) -> PqKey | None:
         """The account's registered key with this algorithm and fingerprint."""
 
     def list_pq_keys(self, account_id: str, environment: Environment) -> list[PqKey]:
@@ -85,8 +86,9 @@ class AttestationStore(Protocol):
     async def add_challenge(self, challenge: AttestationChallenge) -> None:
         """Store a newly issued challenge."""
 
-    def challenge_by_statement(self, account_id: str, environment: Environment,
-                               statement_hash: bytes) -> AttestationChallenge | None:
+    def challenge_by_statement(
+        self, account_id: str, environment: Environment, statement_hash: bytes
+    ) -> AttestationChallenge | None:
         """The account's challenge whose statement has this SHA-256."""
 
     async def add_attestation(self, attestation: Attestation, now: datetime) -> bool:
@@ -134,12 +136,20 @@ class ManagedKeyStore(Protocol):
     def get(self, account_id: str, environment: Environment, key_id: str) -> ManagedKey | None:
         """One of the account's managed keys in this environment (None otherwise)."""
 
-    async def schedule_deletion(self, account_id: str, environment: Environment, key_id: str, requested_at: datetime,
-                          scheduled_at: datetime, event: ManagedKeyEvent) -> ManagedKey | None:
+    async def schedule_deletion(
+        self,
+        account_id: str,
+        environment: Environment,
+        key_id: str,
+        requested_at: datetime,
+        scheduled_at: datetime,
+        event: ManagedKeyEvent,
+    ) -> ManagedKey | None:
         """active → pending_deletion, with its event; None when the key is not active."""
 
-    async def cancel_deletion(self, account_id: str, environment: Environment, key_id: str,
-                        event: ManagedKeyEvent) -> ManagedKey | None:
+    async def cancel_deletion(
+        self, account_id: str, environment: Environment, key_id: str, event: ManagedKeyEvent
+    ) -> ManagedKey | None:
         """pending_deletion → active, with its event; None when not pending deletion."""
 
     def due_for_destruction(self, now: datetime, limit: int) -> list[ManagedKey]:
@@ -162,8 +172,9 @@ class ManagedKeyStore(Protocol):
     async def uncount_signature(self, key_id: str, month: str) -> None:
         """Take back one counted signature that was never made (its signing failed)."""
 
-    def usage(self, account_id: str, environment: Environment, month: str, start: datetime,
-              end: datetime) -> list[ManagedKeyUsage]:
+    def usage(
+        self, account_id: str, environment: Environment, month: str, start: datetime, end: datetime
+    ) -> list[ManagedKeyUsage]:
         """Every key that held material at some time in [start, end) or was used
         in ``month``, with its signature count for ``month``."""
 

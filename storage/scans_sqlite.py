@@ -23,15 +23,25 @@ def _watched(row: tuple) -> WatchedAddress:
 
 
 def _result(row: tuple) -> ScanResult:
-    return ScanResult(row[0], Environment(row[1]), row[2], row[3], row[4], row[5], row[6], row[7],
-                      dt(row[8]), dt(row[9]), row[10])  # type: ignore[arg-type]
+    return ScanResult(
+        row[0], Environment(row[1]), row[2], row[3], row[4], row[5], row[6], row[7], dt(row[8]), dt(row[9]), row[10]
+    )  # type: ignore[arg-type]
 
 
 def _insert_watched(c: sqlite3.Connection, entry: WatchedAddress) -> WatchedAddress:
     row = insert_or_get(
-        c, "watchlist", _WATCH_COLUMNS,
-        (entry.id, entry.account_id, entry.environment.value, entry.chain, entry.address, entry.label,
-         ts(entry.created_at)),
+        c,
+        "watchlist",
+        _WATCH_COLUMNS,
+        (
+            entry.id,
+            entry.account_id,
+            entry.environment.value,
+            entry.chain,
+            entry.address,
+            entry.label,
+            ts(entry.created_at),
+        ),
         ("account_id", "environment", "chain", "address"),
         (entry.account_id, entry.environment.value, entry.chain, entry.address),
     )
@@ -63,9 +73,12 @@ class SqliteScanStore:
 
     async def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
         """Remove an entry; False when it is not the account's."""
+
         def delete(c: sqlite3.Connection) -> bool:
-            cur = c.execute("DELETE FROM watchlist WHERE id = ? AND account_id = ? AND environment = ?",
-                            (entry_id, account_id, environment.value))
+            cur = c.execute(
+                "DELETE FROM watchlist WHERE id = ? AND account_id = ? AND environment = ?",
+                (entry_id, account_id, environment.value),
+            )
             return cur.rowcount == 1
 
         return await commit(self._writer, self._conn, delete)
@@ -106,8 +119,19 @@ class SqliteScanStore:
         """Insert results, replacing stored ones that are not newer (durable when
         this returns)."""
         rows = [
-            (r.account_id, r.environment.value, r.chain, r.address, r.result, r.risk_value, r.risk_score,
-             r.scoring_version, ts(r.data_as_of), ts(r.scanned_at), r.source)
+            (
+                r.account_id,
+                r.environment.value,
+                r.chain,
+                r.address,
+                r.result,
+                r.risk_value,
+                r.risk_score,
+                r.scoring_version,
+                ts(r.data_as_of),
+                ts(r.scanned_at),
+                r.source,
+            )
             for r in results
         ]
         # Never let an older observation (a slow pipeline run) replace a newer one.

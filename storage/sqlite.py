@@ -110,9 +110,7 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
                 continue
             for statement in statements:
                 conn.execute(statement)
-            conn.execute(
-                "INSERT INTO schema_migrations VALUES (?, ?)", (file.name, ts(datetime.now(UTC)))
-            )
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (file.name, ts(datetime.now(UTC))))
         applied.append(file.name)
     return applied
 
@@ -151,8 +149,9 @@ def _api_key(row: tuple) -> ApiKey:
     )
 
 
-async def commit(writer: GroupCommitWriter | None, conn: sqlite3.Connection,
-                 operation: Callable[[sqlite3.Connection], T]) -> T:
+async def commit(
+    writer: GroupCommitWriter | None, conn: sqlite3.Connection, operation: Callable[[sqlite3.Connection], T]
+) -> T:
     """Run ``operation`` in a write transaction: through ``writer`` when there is one
     (an event loop then never waits for SQLite's write lock itself, which another
     process may hold for up to the busy timeout), else directly on ``conn`` (tools,
@@ -163,8 +162,9 @@ async def commit(writer: GroupCommitWriter | None, conn: sqlite3.Connection,
     return await writer.write(operation)
 
 
-def insert_or_get(c: sqlite3.Connection, table: str, columns: str, values: tuple, unique: tuple[str, ...],
-                  unique_values: tuple) -> tuple:
+def insert_or_get(
+    c: sqlite3.Connection, table: str, columns: str, values: tuple, unique: tuple[str, ...], unique_values: tuple
+) -> tuple:
     """Insert a row unless one with the same ``unique`` key exists, and return the stored
     row either way: idempotent adds (registering a key twice, watching an address twice)."""
     c.execute(
@@ -216,6 +216,7 @@ class SqliteStore:
 
     async def create_account(self, account: Account, password_hash: str) -> None:
         """Insert a new account; raises ``DuplicateEmail`` if the email is taken."""
+
         def insert(c: sqlite3.Connection) -> None:
             c.execute(
                 "INSERT INTO accounts (id, email, name, plan, password_hash, created_at) VALUES (?,?,?,?,?,?)",
@@ -262,9 +263,18 @@ class SqliteStore:
         c.execute(
             f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
-                key.id, key.account_id, key.name, key.type.value, key.environment.value, key.key_hash,
-                key.prefix, ts(key.created_at), ts(key.last_used_at), ts(key.expires_at),
-                ts(key.deleted_at), key.replaced_by,
+                key.id,
+                key.account_id,
+                key.name,
+                key.type.value,
+                key.environment.value,
+                key.key_hash,
+                key.prefix,
+                ts(key.created_at),
+                ts(key.last_used_at),
+                ts(key.expires_at),
+                ts(key.deleted_at),
+                key.replaced_by,
             ),
         )
 
@@ -301,6 +311,7 @@ class SqliteStore:
 
     async def delete_api_key(self, account_id: str, key_id: str, at: datetime) -> bool:
         """Mark the key deleted at ``at``; False when it is not the account's live key."""
+
         def delete(c: sqlite3.Connection) -> bool:
             cur = c.execute(
                 "UPDATE api_keys SET deleted_at = ? WHERE id = ? AND account_id = ? AND deleted_at IS NULL",
@@ -314,6 +325,7 @@ class SqliteStore:
 
     async def rotate_api_key(self, account_id: str, old_id: str, new: ApiKey, old_expires_at: datetime) -> bool:
         """Insert ``new`` and let the old key expire at ``old_expires_at``, atomically."""
+
         def rotate(c: sqlite3.Connection) -> bool:
             cur = c.execute(
                 "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ? AND account_id = ?"
@@ -353,4 +365,3 @@ class SqliteStore:
         """Release the connection and the beacon."""
         self._conn.close()
         self._beacon.close()
-

@@ -37,7 +37,6 @@ def anvil_binary() -> Path | None:
 MISSING_ANVIL = f"anvil not found (set QDAY_ANVIL or run `make anvil`, which installs {ANVIL_PACKAGE} into .tools/)"
 
 
-
 class RpcFailed(RuntimeError):
     """anvil answered a helper call with a JSON-RPC error."""
 

@@ -6,7 +6,8 @@ server) and switch it at run time between modes:
 | mode | what the client sees |
 |---|---|
 | ``pass`` | the upstream's answer, unchanged |
-| ``hang`` | the connection is accepted and the request read, then nothing, until the client gives up (or ``max_hold``) |
+| ``hang`` | the connection is accepted and the request read, then nothing, until the client gives up
+  (or ``max_hold``) |
 | ``reset`` | the first half of the upstream's answer, then a TCP RST |
 | ``status`` | an HTTP error status (503 by default) with a short text body |
 | ``garbage`` | bytes that are not HTTP at all, then the connection closes |
@@ -151,7 +152,7 @@ class FaultProxy:
             request = await self._read_message(reader)
             if request is not None:
                 await self._answer(request, reader, writer)
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError):
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError):
             pass  # the client went away or sent nonsense: just drop the connection
         except asyncio.CancelledError:
             pass  # ``stop`` drops held connections

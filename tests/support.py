@@ -4,13 +4,13 @@ started once per session, a real server subprocess, and account set-up."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 import itertools
 import os
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -23,7 +23,6 @@ from sanic import Sanic
 from api.app import create_app
 from api.passwords import Passwords
 from api.settings import Settings
-
 from tests.processes import free_port, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -162,9 +161,23 @@ class ServerProcess:
         full_env = {**os.environ, "QDAY_SECRET_KEY": "", **(env or {})}
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "api.cli", "serve", "--data-dir", str(data_dir), "--port", str(self.port),
-             "--workers", str(workers)],
-            cwd=REPO_ROOT, env=full_env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "api.cli",
+                "serve",
+                "--data-dir",
+                str(data_dir),
+                "--port",
+                str(self.port),
+                "--workers",
+                str(workers),
+            ],
+            cwd=REPO_ROOT,
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self._wait_ready()
 

@@ -10,11 +10,25 @@ from msgspec import Meta
 from api.models.accounts import Out, Strict, Timestamp
 
 Hex = Annotated[str, Meta(max_length=40_000, description="Hex, with or without 0x")]
-Algorithm = Annotated[str, Meta(max_length=40, description="ml-dsa-44, ml-dsa-65, ml-dsa-87, slh-dsa-128s (= slh-dsa-sha2-128s) or slh-dsa-shake-128s")]
+Algorithm = Annotated[
+    str,
+    Meta(
+        max_length=40,
+        description="ml-dsa-44, ml-dsa-65, ml-dsa-87, slh-dsa-128s (= slh-dsa-sha2-128s) or slh-dsa-shake-128s",
+    ),
+]
 Chain = Annotated[str, Meta(max_length=40, description="Chain identifier")]
 Scheme = Annotated[str, Meta(max_length=20, description="ECDSA message scheme: eip191, bip137 or digest")]
-Signer = Annotated[str, Meta(max_length=200, description="secp256k1 public key (hex: 33, 65 or 64 bytes), EVM address, or Bitcoin P2PKH/P2WPKH address")]
-Context = Annotated[str, Meta(max_length=512, description="FIPS 204/205 context string, hex, 0-255 bytes (default empty)")]
+Signer = Annotated[
+    str,
+    Meta(
+        max_length=200,
+        description="secp256k1 public key (hex: 33, 65 or 64 bytes), EVM address, or Bitcoin P2PKH/P2WPKH address",
+    ),
+]
+Context = Annotated[
+    str, Meta(max_length=512, description="FIPS 204/205 context string, hex, 0-255 bytes (default empty)")
+]
 
 
 class GenerateKeyRequest(Strict):
@@ -23,14 +37,22 @@ class GenerateKeyRequest(Strict):
     algorithm: Algorithm
     chain: Chain
     format: Literal["hex", "base64", "raw"] = "hex"
-    custody: Annotated[Literal["self", "managed"], Meta(
-        description="self (default): the key pair is returned once and not kept. managed (Pro plan and above, "
-                    "ML-DSA only): the private key stays in the service's custody and is never returned")] = "self"
-    private_key_form: Annotated[Literal["expanded", "seed"], Meta(
-        description="expanded (default): privateKey is the FIPS 204 expanded secret key (or the FIPS 205 SK), "
-                    "which every implementation accepts. seed (ML-DSA only): privateKey is the 32-byte seed, "
-                    "the seed form of RFC 9881 (OpenSSL 3.5+, Go, BoringSSL, pyca/cryptography); faster, "
-                    "and the seed re-creates the expanded key anywhere")] = "expanded"
+    custody: Annotated[
+        Literal["self", "managed"],
+        Meta(
+            description="self (default): the key pair is returned once and not kept. managed (Pro plan and above, "
+            "ML-DSA only): the private key stays in the service's custody and is never returned"
+        ),
+    ] = "self"
+    private_key_form: Annotated[
+        Literal["expanded", "seed"],
+        Meta(
+            description="expanded (default): privateKey is the FIPS 204 expanded secret key (or the FIPS 205 SK), "
+            "which every implementation accepts. seed (ML-DSA only): privateKey is the 32-byte seed, "
+            "the seed form of RFC 9881 (OpenSSL 3.5+, Go, BoringSSL, pyca/cryptography); faster, "
+            "and the seed re-creates the expanded key anywhere"
+        ),
+    ] = "expanded"
 
 
 class GeneratedKeyOut(Out, tag_field="custody", tag="self"):
@@ -40,8 +62,13 @@ class GeneratedKeyOut(Out, tag_field="custody", tag="self"):
     algorithm: str
     chain: str
     public_key: str
-    private_key: Annotated[str, Meta(description="FIPS 204 expanded secret key (ML-DSA; the 32-byte seed with "
-                                                 "privateKeyForm=seed) or FIPS 205 SK (SLH-DSA)")]
+    private_key: Annotated[
+        str,
+        Meta(
+            description="FIPS 204 expanded secret key (ML-DSA; the 32-byte seed with "
+            "privateKeyForm=seed) or FIPS 205 SK (SLH-DSA)"
+        ),
+    ]
     seed: Annotated[str, Meta(description="Seed that re-creates the key pair (ML-DSA: 32-byte xi; SLH-DSA: 48 bytes)")]
     fingerprint: Annotated[str, Meta(description="SHA-256 of the public key, hex")]
     format: Literal["hex", "base64"]

@@ -21,8 +21,13 @@ class ManagedSignRequest(msgspec.Struct, forbid_unknown_fields=True, kw_only=Tru
     """Body of POST /v1/sign/managed (snake_case, as the spec shows it)."""
 
     key_id: Annotated[str, Meta(min_length=1, max_length=100, description="The managed key's id (key_...)")]
-    message: Annotated[Hex, Meta(description="The message to sign, hex (with or without 0x; may be empty). "
-                                             "To sign text, send its UTF-8 bytes in hex.")]
+    message: Annotated[
+        Hex,
+        Meta(
+            description="The message to sign, hex (with or without 0x; may be empty). "
+            "To sign text, send its UTF-8 bytes in hex."
+        ),
+    ]
     algorithm: Annotated[Algorithm, Meta(description="Must be the managed key's algorithm (ml-dsa-44/65/87)")]
     context: Context = ""
 
@@ -40,8 +45,9 @@ class ManagedKeyOut(Out, tag_field="custody", tag="managed"):
     environment: Literal["test", "live"]
     created_at: Timestamp
     deletion_requested_at: Timestamp | None = None
-    deletion_scheduled_at: Annotated[Timestamp | None, Meta(description="When the key will be destroyed "
-                                                                        "(pending_deletion only)")] = None
+    deletion_scheduled_at: Annotated[
+        Timestamp | None, Meta(description="When the key will be destroyed (pending_deletion only)")
+    ] = None
     destroyed_at: Timestamp | None = None
 
 
@@ -87,8 +93,10 @@ class UsageOut(Out):
     month: Annotated[str, Meta(pattern=r"^\d{4}-\d{2}$")]
     environment: Literal["test", "live"]
     active_keys: Annotated[int, Meta(description="Managed keys in state active now")]
-    key_months: Annotated[int, Meta(description="Managed keys that held key material at some time in the month "
-                                                "(billed per key per month)")]
+    key_months: Annotated[
+        int,
+        Meta(description="Managed keys that held key material at some time in the month (billed per key per month)"),
+    ]
     signatures: Annotated[int, Meta(description="Signing operations in the month (verification is free)")]
     signature_blocks: Annotated[int, Meta(description="ceil(signatures / 10,000)")]
     billable_units: Annotated[int, Meta(description="keyMonths + signatureBlocks")]

@@ -34,16 +34,28 @@ def _account_out(a: Account) -> AccountOut:
 
 def _key_out(k: ApiKey) -> ApiKeyOut:
     return ApiKeyOut(
-        id=k.id, name=k.name, type=k.type.value, environment=k.environment.value, prefix=k.prefix,
-        last_used_at=iso(k.last_used_at) if k.last_used_at else None, created_at=iso(k.created_at),
+        id=k.id,
+        name=k.name,
+        type=k.type.value,
+        environment=k.environment.value,
+        prefix=k.prefix,
+        last_used_at=iso(k.last_used_at) if k.last_used_at else None,
+        created_at=iso(k.created_at),
         expires_at=iso(k.expires_at) if k.expires_at else None,
     )
 
 
 @group.route(
-    "POST", "/register", summary="Create an account (plan free)", credential=Credential.NONE,
-    rate_group=RateGroup.AUTH, body=RegisterRequest, response=AccountOut, status=201,
-    errors=("REQ_001", "REQ_002", "REQ_003", "ACC_001", "ACC_003", "RATE_001"), tag="accounts",
+    "POST",
+    "/register",
+    summary="Create an account (plan free)",
+    credential=Credential.NONE,
+    rate_group=RateGroup.AUTH,
+    body=RegisterRequest,
+    response=AccountOut,
+    status=201,
+    errors=("REQ_001", "REQ_002", "REQ_003", "ACC_001", "ACC_003", "RATE_001"),
+    tag="accounts",
 )
 async def register(request: Request, body: RegisterRequest) -> HTTPResponse:
     """Create an account; the password is stored only as an argon2id hash."""
@@ -58,9 +70,15 @@ async def register(request: Request, body: RegisterRequest) -> HTTPResponse:
 
 
 @group.route(
-    "POST", "/login", summary="Log in and get a session token", credential=Credential.NONE,
-    rate_group=RateGroup.AUTH, body=LoginRequest, response=LoginOut,
-    errors=("REQ_001", "REQ_002", "REQ_003", "ACC_002", "RATE_001"), tag="accounts",
+    "POST",
+    "/login",
+    summary="Log in and get a session token",
+    credential=Credential.NONE,
+    rate_group=RateGroup.AUTH,
+    body=LoginRequest,
+    response=LoginOut,
+    errors=("REQ_001", "REQ_002", "REQ_003", "ACC_002", "RATE_001"),
+    tag="accounts",
     description="Wrong password and unknown email give the same error and take the same time.",
 )
 async def login(request: Request, body: LoginRequest) -> HTTPResponse:
@@ -76,10 +94,19 @@ async def login(request: Request, body: LoginRequest) -> HTTPResponse:
 
 
 @group.route(
-    "POST", "/api-keys", summary="Create an API key", credential=Credential.SESSION_OR_SECRET,
-    rate_group=RateGroup.AUTH, body=CreateApiKeyRequest, response=ApiKeyCreatedOut, status=201,
-    errors=("REQ_001", "REQ_002", "REQ_003", *_KEY_ERRORS), tag="api-keys",
-    description="The full key is returned only in this response. A secret key may create keys of its own environment only.",
+    "POST",
+    "/api-keys",
+    summary="Create an API key",
+    credential=Credential.SESSION_OR_SECRET,
+    rate_group=RateGroup.AUTH,
+    body=CreateApiKeyRequest,
+    response=ApiKeyCreatedOut,
+    status=201,
+    errors=("REQ_001", "REQ_002", "REQ_003", *_KEY_ERRORS),
+    tag="api-keys",
+    description=(
+        "The full key is returned only in this response. A secret key may create keys of its own environment only."
+    ),
 )
 async def create_api_key(request: Request, body: CreateApiKeyRequest) -> HTTPResponse:
     """Create a publishable or secret key for the test or live environment."""
@@ -87,15 +114,26 @@ async def create_api_key(request: Request, body: CreateApiKeyRequest) -> HTTPRes
         request.ctx.principal, body.name, KeyType(body.type), Environment(body.environment)
     )
     out = ApiKeyCreatedOut(
-        id=key.id, name=key.name, type=key.type.value, environment=key.environment.value, key=secret,
-        prefix=key.prefix, created_at=iso(key.created_at),
+        id=key.id,
+        name=key.name,
+        type=key.type.value,
+        environment=key.environment.value,
+        key=secret,
+        prefix=key.prefix,
+        created_at=iso(key.created_at),
     )
     return ok(request, out, status=201)
 
 
 @group.route(
-    "GET", "/api-keys", summary="List API keys", credential=Credential.SESSION_OR_SECRET,
-    rate_group=RateGroup.ACCOUNT, response=list[ApiKeyOut], errors=_KEY_ERRORS, tag="api-keys",
+    "GET",
+    "/api-keys",
+    summary="List API keys",
+    credential=Credential.SESSION_OR_SECRET,
+    rate_group=RateGroup.ACCOUNT,
+    response=list[ApiKeyOut],
+    errors=_KEY_ERRORS,
+    tag="api-keys",
 )
 async def list_api_keys(request: Request) -> HTTPResponse:
     """The caller's keys, with prefixes instead of full keys."""
@@ -104,9 +142,14 @@ async def list_api_keys(request: Request) -> HTTPResponse:
 
 
 @group.route(
-    "DELETE", "/api-keys/{key_id}", summary="Delete an API key (immediate, irreversible)",
-    credential=Credential.SESSION_OR_SECRET, rate_group=RateGroup.ACCOUNT, status=204,
-    errors=("REQ_005", *_KEY_ERRORS), tag="api-keys",
+    "DELETE",
+    "/api-keys/{key_id}",
+    summary="Delete an API key (immediate, irreversible)",
+    credential=Credential.SESSION_OR_SECRET,
+    rate_group=RateGroup.ACCOUNT,
+    status=204,
+    errors=("REQ_005", *_KEY_ERRORS),
+    tag="api-keys",
 )
 async def delete_api_key(request: Request, key_id: str) -> HTTPResponse:
     """Delete a key; requests with it get AUTH_002 from now on."""
@@ -115,16 +158,28 @@ async def delete_api_key(request: Request, key_id: str) -> HTTPResponse:
 
 
 @group.route(
-    "POST", "/api-keys/{key_id}/rotate", summary="Rotate an API key (old key valid 24 h more)",
-    credential=Credential.SESSION_OR_SECRET, rate_group=RateGroup.AUTH, response=RotatedKeyOut, status=201,
-    errors=("REQ_005", "KEY_001", *_KEY_ERRORS), tag="api-keys",
+    "POST",
+    "/api-keys/{key_id}/rotate",
+    summary="Rotate an API key (old key valid 24 h more)",
+    credential=Credential.SESSION_OR_SECRET,
+    rate_group=RateGroup.AUTH,
+    response=RotatedKeyOut,
+    status=201,
+    errors=("REQ_005", "KEY_001", *_KEY_ERRORS),
+    tag="api-keys",
 )
 async def rotate_api_key(request: Request, key_id: str) -> HTTPResponse:
     """Issue a replacement key; the old key stays active for exactly 24 hours."""
     new, secret, old_expires = await request.app.ctx.accounts.rotate_key(request.ctx.principal, key_id)
     out = RotatedKeyOut(
-        id=new.id, name=new.name, type=new.type.value, environment=new.environment.value, key=secret,
-        prefix=new.prefix, created_at=iso(new.created_at), rotated_from=key_id,
+        id=new.id,
+        name=new.name,
+        type=new.type.value,
+        environment=new.environment.value,
+        key=secret,
+        prefix=new.prefix,
+        created_at=iso(new.created_at),
+        rotated_from=key_id,
         previous_key_expires_at=iso(old_expires),
     )
     return ok(request, out, status=201)

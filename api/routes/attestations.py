@@ -12,7 +12,14 @@ from api.clock import iso
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import ok
 from api.errors import ApiError
-from api.models.crypto import AttestationOut, HybridRequest, StatementOut, StatementRequest, VerificationOut, VerifyRequest
+from api.models.crypto import (
+    AttestationOut,
+    HybridRequest,
+    StatementOut,
+    StatementRequest,
+    VerificationOut,
+    VerifyRequest,
+)
 from api.offload import run_verification
 from api.ratelimit import RateGroup
 from api.signers import chain_of, parse_claimed_signer, scheme_for
@@ -21,22 +28,42 @@ from storage.models import Attestation
 group = EndpointGroup("attestations")
 _HYBRID_FIELDS = ("message", "ecdsa_signature", "ecdsa_public_key", "pqc_signature", "pqc_public_key", "algorithm")
 _MANAGED_FIELDS = ("public_key", "message", "signature", "algorithm")
-_WIRE_NAMES = {"ecdsa_signature": "ecdsaSignature", "ecdsa_public_key": "ecdsaPublicKey",
-               "pqc_signature": "pqcSignature", "pqc_public_key": "pqcPublicKey"}
+_WIRE_NAMES = {
+    "ecdsa_signature": "ecdsaSignature",
+    "ecdsa_public_key": "ecdsaPublicKey",
+    "pqc_signature": "pqcSignature",
+    "pqc_public_key": "pqcPublicKey",
+}
 
 
 def _attestation_out(a: Attestation) -> AttestationOut:
     return AttestationOut(
-        id=a.id, status="verified", message=a.message.hex(), ecdsa_public_key=a.ecdsa_claim,
-        pqc_public_key=a.pqc_public_key.hex(), algorithm=a.algorithm, chain=a.chain, metadata=json.loads(a.metadata),
-        ecdsa_scheme=a.ecdsa_scheme, context=a.context.hex(), strict=a.challenge_id is not None,
+        id=a.id,
+        status="verified",
+        message=a.message.hex(),
+        ecdsa_public_key=a.ecdsa_claim,
+        pqc_public_key=a.pqc_public_key.hex(),
+        algorithm=a.algorithm,
+        chain=a.chain,
+        metadata=json.loads(a.metadata),
+        ecdsa_scheme=a.ecdsa_scheme,
+        context=a.context.hex(),
+        strict=a.challenge_id is not None,
         created_at=iso(a.created_at),
     )
 
 
-def _hybrid_input(message: str, ecdsa_signature: str, ecdsa_public_key: str, pqc_signature: str,
-                  pqc_public_key: str, algorithm: str, chain: str, ecdsa_scheme: str | None,
-                  context: str) -> HybridInput:
+def _hybrid_input(
+    message: str,
+    ecdsa_signature: str,
+    ecdsa_public_key: str,
+    pqc_signature: str,
+    pqc_public_key: str,
+    algorithm: str,
+    chain: str,
+    ecdsa_scheme: str | None,
+    context: str,
+) -> HybridInput:
     chain_id = chain_of(chain)
     return HybridInput(
         message=pqc.decode_hex(message, field="message", allow_empty=True),
@@ -52,11 +79,18 @@ def _hybrid_input(message: str, ecdsa_signature: str, ecdsa_public_key: str, pqc
 
 
 @group.route(
-    "POST", "/attestations/challenge", summary="Get a single-use statement for a strict-mode attestation",
-    credential=Credential.SECRET, rate_group=RateGroup.ACCOUNT, body=StatementRequest, response=StatementOut,
-    status=201, errors=("PQC_001", "PQC_002"), tag="attestations",
+    "POST",
+    "/attestations/challenge",
+    summary="Get a single-use statement for a strict-mode attestation",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.ACCOUNT,
+    body=StatementRequest,
+    response=StatementOut,
+    status=201,
+    errors=("PQC_001", "PQC_002"),
+    tag="attestations",
     description="The statement names this service, the chain and both keys, and can be attested once before it "
-                "expires. Sign its UTF-8 bytes with both keys and send it as message with strict=true.",
+    "expires. Sign its UTF-8 bytes with both keys and send it as message with strict=true.",
 )
 async def issue_statement(request: Request, body: StatementRequest) -> HTTPResponse:
     """A canonical statement that defeats replay and mix-and-match of signatures."""
@@ -66,27 +100,51 @@ async def issue_statement(request: Request, body: StatementRequest) -> HTTPRespo
     pqc_public_key = pqc.decode_hex(body.pqc_public_key, field="pqcPublicKey")
     expected = pqc.SPECS[algorithm].public_key_size
     if len(pqc_public_key) != expected:
-        raise ApiError("PQC_002", f"{algorithm.value} public keys are {expected} bytes, got {len(pqc_public_key)}",
-                       field="pqcPublicKey")
-    challenge = await request.app.ctx.attestations.issue_statement(request.ctx.principal, chain.value, claimed, algorithm,
-                                                             pqc_public_key)
-    out = StatementOut(id=challenge.id, statement=challenge.statement, message=challenge.statement.encode().hex(),
-                       expires_at=iso(challenge.expires_at))
+        raise ApiError(
+            "PQC_002",
+            f"{algorithm.value} public keys are {expected} bytes, got {len(pqc_public_key)}",
+            field="pqcPublicKey",
+        )
+    challenge = await request.app.ctx.attestations.issue_statement(
+        request.ctx.principal, chain.value, claimed, algorithm, pqc_public_key
+    )
+    out = StatementOut(
+        id=challenge.id,
+        statement=challenge.statement,
+        message=challenge.statement.encode().hex(),
+        expires_at=iso(challenge.expires_at),
+    )
     return ok(request, out, status=201)
 
 
 @group.route(
-    "POST", "/sign/hybrid", summary="Create a hybrid (ECDSA + ML-DSA) attestation", credential=Credential.SECRET,
-    rate_group=RateGroup.SIGN, body=HybridRequest, response=AttestationOut, status=201,
-    errors=("PQC_001", "PQC_002", "PQC_003", "PQC_004", "ATT_001", "ATT_002"), tag="attestations",
+    "POST",
+    "/sign/hybrid",
+    summary="Create a hybrid (ECDSA + ML-DSA) attestation",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.SIGN,
+    body=HybridRequest,
+    response=AttestationOut,
+    status=201,
+    errors=("PQC_001", "PQC_002", "PQC_003", "PQC_004", "ATT_001", "ATT_002"),
+    tag="attestations",
     description="Checks, in order: the ECDSA signer matches ecdsaPublicKey; the ML-DSA signature verifies; the "
-                "ML-DSA key is registered to the caller; then stores the attestation. PQC_004 (nothing stored) if "
-                "either signature fails, with details.ecdsaValid / details.pqcValid.",
+    "ML-DSA key is registered to the caller; then stores the attestation. PQC_004 (nothing stored) if "
+    "either signature fails, with details.ecdsaValid / details.pqcValid.",
 )
 async def sign_hybrid(request: Request, body: HybridRequest) -> HTTPResponse:
     """Verify both signatures off the event loop, then store the attestation."""
-    h = _hybrid_input(body.message, body.ecdsa_signature, body.ecdsa_public_key, body.pqc_signature,
-                      body.pqc_public_key, body.algorithm, body.chain, body.ecdsa_scheme, body.context)
+    h = _hybrid_input(
+        body.message,
+        body.ecdsa_signature,
+        body.ecdsa_public_key,
+        body.pqc_signature,
+        body.pqc_public_key,
+        body.algorithm,
+        body.chain,
+        body.ecdsa_scheme,
+        body.context,
+    )
     ctx = request.app.ctx
     result: CheckResult = await run_verification(ctx.executor, h.algorithm.value, check_hybrid, h)
     attestation = await ctx.attestations.attest(request.ctx.principal, h, result, body.metadata, body.strict)
@@ -111,12 +169,18 @@ def _form_of(body: VerifyRequest) -> str:
 
 
 @group.route(
-    "POST", "/verify", summary="Verify an attestation, raw hybrid components, or one ML-DSA signature",
-    credential=Credential.SECRET, rate_group=RateGroup.VERIFY, body=VerifyRequest, response=VerificationOut,
-    errors=("PQC_001", "PQC_002", "REQ_005"), tag="attestations",
+    "POST",
+    "/verify",
+    summary="Verify an attestation, raw hybrid components, or one ML-DSA signature",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.VERIFY,
+    body=VerifyRequest,
+    response=VerificationOut,
+    errors=("PQC_001", "PQC_002", "REQ_005"),
+    tag="attestations",
     description="Three forms (see the body schema). The answer is 200 with valid/ecdsaValid/pqcValid whether or "
-                "not the signatures hold; malformed keys or signatures are PQC_002. A stored attestation is "
-                "re-verified from its stored signatures. The single-signature form is free of metering.",
+    "not the signatures hold; malformed keys or signatures are PQC_002. A stored attestation is "
+    "re-verified from its stored signatures. The single-signature form is free of metering.",
 )
 async def verify(request: Request, body: VerifyRequest) -> HTTPResponse:
     """Re-run the checks and report each half separately."""
@@ -126,25 +190,57 @@ async def verify(request: Request, body: VerifyRequest) -> HTTPResponse:
     if form == "stored":
         stored = ctx.attestations.stored(request.ctx.principal, body.attestation_id)
         attestation_id = stored.id
-        h = HybridInput(stored.message, stored.ecdsa_signature, parse_claimed_signer(stored.ecdsa_claim),
-                        pqc.parse_scheme(stored.ecdsa_scheme), stored.pqc_signature, stored.pqc_public_key,
-                        pqc.parse_algorithm(stored.algorithm), stored.context, stored.chain)
+        h = HybridInput(
+            stored.message,
+            stored.ecdsa_signature,
+            parse_claimed_signer(stored.ecdsa_claim),
+            pqc.parse_scheme(stored.ecdsa_scheme),
+            stored.pqc_signature,
+            stored.pqc_public_key,
+            pqc.parse_algorithm(stored.algorithm),
+            stored.context,
+            stored.chain,
+        )
     elif form == "hybrid":
-        h = _hybrid_input(body.message, body.ecdsa_signature, body.ecdsa_public_key, body.pqc_signature,
-                          body.pqc_public_key, body.algorithm, body.chain or "ethereum", body.ecdsa_scheme,
-                          body.context or "")
+        h = _hybrid_input(
+            body.message,
+            body.ecdsa_signature,
+            body.ecdsa_public_key,
+            body.pqc_signature,
+            body.pqc_public_key,
+            body.algorithm,
+            body.chain or "ethereum",
+            body.ecdsa_scheme,
+            body.context or "",
+        )
     else:
         algorithm = pqc.parse_algorithm(body.algorithm)
-        args = (algorithm, pqc.decode_hex(body.public_key, field="public_key"),
-                pqc.decode_hex(body.message, field="message", allow_empty=True),
-                pqc.decode_hex(body.signature, field="signature"),
-                pqc.decode_hex(body.context or "", field="context", allow_empty=True))
+        args = (
+            algorithm,
+            pqc.decode_hex(body.public_key, field="public_key"),
+            pqc.decode_hex(body.message, field="message", allow_empty=True),
+            pqc.decode_hex(body.signature, field="signature"),
+            pqc.decode_hex(body.context or "", field="context", allow_empty=True),
+        )
         valid = await run_verification(ctx.executor, algorithm.value, check_plain, *args)
-        out = VerificationOut(valid=valid, ecdsa_valid=None, pqc_valid=valid, attestation_id=None,
-                              algorithm=algorithm.value, chain=None, verified_at=iso(ctx.clock.now()))
+        out = VerificationOut(
+            valid=valid,
+            ecdsa_valid=None,
+            pqc_valid=valid,
+            attestation_id=None,
+            algorithm=algorithm.value,
+            chain=None,
+            verified_at=iso(ctx.clock.now()),
+        )
         return ok(request, out)
     result = await run_verification(ctx.executor, h.algorithm.value, check_hybrid, h)
-    out = VerificationOut(valid=result.valid, ecdsa_valid=result.ecdsa_valid, pqc_valid=result.pqc_valid,
-                          attestation_id=attestation_id, algorithm=h.algorithm.value, chain=h.chain,
-                          verified_at=iso(ctx.clock.now()))
+    out = VerificationOut(
+        valid=result.valid,
+        ecdsa_valid=result.ecdsa_valid,
+        pqc_valid=result.pqc_valid,
+        attestation_id=attestation_id,
+        algorithm=h.algorithm.value,
+        chain=h.chain,
+        verified_at=iso(ctx.clock.now()),
+    )
     return ok(request, out)

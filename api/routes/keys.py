@@ -14,8 +14,8 @@ from api.endpoints import Credential, EndpointGroup
 from api.envelope import ok
 from api.errors import ApiError
 from api.models.crypto import (
-    GenerateKeyRequest,
     GeneratedKeyOut,
+    GenerateKeyRequest,
     PqKeyOut,
     RegisterKeyRequest,
     RegistrationChallengeOut,
@@ -23,8 +23,8 @@ from api.models.crypto import (
 )
 from api.models.custody import ManagedKeyOut
 from api.offload import run_blocking, run_verification
-from api.routes.managed import managed_key_out
 from api.ratelimit import RateGroup
+from api.routes.managed import managed_key_out
 from api.statements import REGISTRATION_CONTEXT
 from storage.models import PqKey
 
@@ -38,8 +38,15 @@ RAW_LAYOUT = (
 
 
 def _pq_key_out(k: PqKey) -> PqKeyOut:
-    return PqKeyOut(id=k.id, algorithm=k.algorithm, chain=k.chain, public_key=k.public_key.hex(),
-                    fingerprint=k.fingerprint, origin=k.origin.value, created_at=iso(k.created_at))
+    return PqKeyOut(
+        id=k.id,
+        algorithm=k.algorithm,
+        chain=k.chain,
+        public_key=k.public_key.hex(),
+        fingerprint=k.fingerprint,
+        origin=k.origin.value,
+        created_at=iso(k.created_at),
+    )
 
 
 def _raw_body(keypair: pqc.KeyPair) -> bytes:
@@ -52,36 +59,55 @@ def _raw_body(keypair: pqc.KeyPair) -> bytes:
 
 def _keygen_chain(chain: str) -> str:
     if chain.lower() not in KEYGEN_CHAINS:
-        raise ApiError("GEN_001", f"keys can be generated for {', '.join(KEYGEN_CHAINS)}; not for {chain[:40]!r}",
-                       field="chain", supported=list(KEYGEN_CHAINS))
+        raise ApiError(
+            "GEN_001",
+            f"keys can be generated for {', '.join(KEYGEN_CHAINS)}; not for {chain[:40]!r}",
+            field="chain",
+            supported=list(KEYGEN_CHAINS),
+        )
     return chain.lower()
 
 
 @group.route(
-    "POST", "/generate", summary="Generate a post-quantum key pair", credential=Credential.SECRET,
-    rate_group=RateGroup.KEYGEN, body=GenerateKeyRequest, response=GeneratedKeyOut | ManagedKeyOut, status=201,
-    errors=("PQC_001", "GEN_001", "GEN_002", "CUS_001", "CUS_003", "CUS_004"), tag="keys",
+    "POST",
+    "/generate",
+    summary="Generate a post-quantum key pair",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.KEYGEN,
+    body=GenerateKeyRequest,
+    response=GeneratedKeyOut | ManagedKeyOut,
+    status=201,
+    errors=("PQC_001", "GEN_001", "GEN_002", "CUS_001", "CUS_003", "CUS_004"),
+    tag="keys",
     binary_alternative=RAW_LAYOUT,
     description="The public key is registered to the caller; the private key and seed are returned once and "
-                "never stored or logged. format=raw answers application/octet-stream. With custody=managed "
-                "(Pro plan and above, else CUS_001; ML-DSA only, else CUS_003) the private key stays in custody "
-                "and the answer is the managed key (custody: managed, state: active), never private material.",
+    "never stored or logged. format=raw answers application/octet-stream. With custody=managed "
+    "(Pro plan and above, else CUS_001; ML-DSA only, else CUS_003) the private key stays in custody "
+    "and the answer is the managed key (custody: managed, state: active), never private material.",
 )
 async def generate_key(request: Request, body: GenerateKeyRequest) -> HTTPResponse:
     """Generate a key pair off the event loop and register its public key."""
     ctx = request.app.ctx
     if body.custody == "managed":
         if body.format == "raw":
-            raise ApiError("REQ_001", "invalid request: format raw is not available with custody managed (no private "
-                           "key is returned); use hex or base64 (field 'format')", field="format")
+            raise ApiError(
+                "REQ_001",
+                "invalid request: format raw is not available with custody managed (no private "
+                "key is returned); use hex or base64 (field 'format')",
+                field="format",
+            )
         key = await ctx.managed.create(request.ctx.principal, body.algorithm, body.chain, request.ctx.request_id)
         return ok(request, managed_key_out(key, body.format), status=201)
     algorithm = pqc.parse_algorithm(body.algorithm)
     chain = _keygen_chain(body.chain)
     expanded = body.private_key_form == "expanded"
     if not expanded and pqc.SPECS[algorithm].family is not pqc.Family.ML_DSA:
-        raise ApiError("REQ_001", f"invalid request: privateKeyForm seed is for ML-DSA; {algorithm.value} private "
-                       "keys have one encoding, the FIPS 205 SK (field 'privateKeyForm')", field="privateKeyForm")
+        raise ApiError(
+            "REQ_001",
+            f"invalid request: privateKeyForm seed is for ML-DSA; {algorithm.value} private "
+            "keys have one encoding, the FIPS 205 SK (field 'privateKeyForm')",
+            field="privateKeyForm",
+        )
     try:
         keypair = await run_blocking(ctx.executor, pqc.generate_keypair, algorithm, expanded=expanded)
     except pqc.PqcError:
@@ -90,24 +116,40 @@ async def generate_key(request: Request, body: GenerateKeyRequest) -> HTTPRespon
         raise ApiError("GEN_002", "key generation failed; nothing was stored") from exc
     record = await ctx.attestations.record_generated(request.ctx.principal, keypair, chain)
     if body.format == "raw":
-        headers = {"X-Key-Id": record.id, "X-Key-Fingerprint": record.fingerprint, "X-Key-Chain": chain,
-                   "X-Created-At": iso(record.created_at)}
+        headers = {
+            "X-Key-Id": record.id,
+            "X-Key-Fingerprint": record.fingerprint,
+            "X-Key-Chain": chain,
+            "X-Created-At": iso(record.created_at),
+        }
         return HTTPResponse(_raw_body(keypair), status=201, content_type="application/octet-stream", headers=headers)
     encode = bytes.hex if body.format == "hex" else (lambda b: base64.b64encode(b).decode())
     out = GeneratedKeyOut(
-        id=record.id, algorithm=algorithm.value, chain=chain, public_key=encode(keypair.public_key),
-        private_key=encode(keypair.private_key), seed=encode(keypair.seed), fingerprint=record.fingerprint,
-        format=body.format, created_at=iso(record.created_at),
+        id=record.id,
+        algorithm=algorithm.value,
+        chain=chain,
+        public_key=encode(keypair.public_key),
+        private_key=encode(keypair.private_key),
+        seed=encode(keypair.seed),
+        fingerprint=record.fingerprint,
+        format=body.format,
+        created_at=iso(record.created_at),
     )
     return ok(request, out, status=201)
 
 
 @group.route(
-    "POST", "/register/challenge", summary="Get a challenge to prove possession of a key",
-    credential=Credential.SECRET, rate_group=RateGroup.ACCOUNT, body=RegistrationChallengeRequest,
-    response=RegistrationChallengeOut, errors=("PQC_001", "PQC_002"), tag="keys",
+    "POST",
+    "/register/challenge",
+    summary="Get a challenge to prove possession of a key",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.ACCOUNT,
+    body=RegistrationChallengeRequest,
+    response=RegistrationChallengeOut,
+    errors=("PQC_001", "PQC_002"),
+    tag="keys",
     description="Sign the challenge's UTF-8 bytes with the private key, using the returned context, "
-                "then call POST /v1/keys/register.",
+    "then call POST /v1/keys/register.",
 )
 async def registration_challenge(request: Request, body: RegistrationChallengeRequest) -> HTTPResponse:
     """A signed, expiring challenge bound to the caller and the public key."""
@@ -115,17 +157,27 @@ async def registration_challenge(request: Request, body: RegistrationChallengeRe
     public_key = pqc.decode_hex(body.public_key, field="publicKey")
     expected = pqc.SPECS[algorithm].public_key_size
     if len(public_key) != expected:
-        raise ApiError("PQC_002", f"{algorithm.value} public keys are {expected} bytes, got {len(public_key)}",
-                       field="publicKey")
-    challenge, expires = request.app.ctx.attestations.registration_challenge(request.ctx.principal, algorithm, public_key)
+        raise ApiError(
+            "PQC_002", f"{algorithm.value} public keys are {expected} bytes, got {len(public_key)}", field="publicKey"
+        )
+    challenge, expires = request.app.ctx.attestations.registration_challenge(
+        request.ctx.principal, algorithm, public_key
+    )
     out = RegistrationChallengeOut(challenge=challenge, context=REGISTRATION_CONTEXT.hex(), expires_at=iso(expires))
     return ok(request, out)
 
 
 @group.route(
-    "POST", "/register", summary="Register a locally generated public key (proof of possession)",
-    credential=Credential.SECRET, rate_group=RateGroup.KEYGEN, body=RegisterKeyRequest, response=PqKeyOut,
-    status=201, errors=("PQC_001", "PQC_002", "PQC_004", "PQC_005", "GEN_001"), tag="keys",
+    "POST",
+    "/register",
+    summary="Register a locally generated public key (proof of possession)",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.KEYGEN,
+    body=RegisterKeyRequest,
+    response=PqKeyOut,
+    status=201,
+    errors=("PQC_001", "PQC_002", "PQC_004", "PQC_005", "GEN_001"),
+    tag="keys",
 )
 async def register_key(request: Request, body: RegisterKeyRequest) -> HTTPResponse:
     """Register a public key after checking the signature over our challenge."""
@@ -135,15 +187,28 @@ async def register_key(request: Request, body: RegisterKeyRequest) -> HTTPRespon
     signature = pqc.decode_hex(body.signature, field="signature")
     ctx = request.app.ctx
     ctx.attestations.check_registration(request.ctx.principal, algorithm, public_key, body.challenge)
-    await run_verification(ctx.executor, algorithm.value, pqc.verify, algorithm, public_key, body.challenge.encode(), signature,
-                       REGISTRATION_CONTEXT)
+    await run_verification(
+        ctx.executor,
+        algorithm.value,
+        pqc.verify,
+        algorithm,
+        public_key,
+        body.challenge.encode(),
+        signature,
+        REGISTRATION_CONTEXT,
+    )
     record = await ctx.attestations.register(request.ctx.principal, algorithm, chain, public_key)
     return ok(request, _pq_key_out(record), status=201)
 
 
 @group.route(
-    "GET", "", summary="List registered post-quantum public keys", credential=Credential.SECRET,
-    rate_group=RateGroup.ACCOUNT, response=list[PqKeyOut], tag="keys",
+    "GET",
+    "",
+    summary="List registered post-quantum public keys",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.ACCOUNT,
+    response=list[PqKeyOut],
+    tag="keys",
 )
 async def list_keys(request: Request) -> HTTPResponse:
     """The caller's registered public keys in its environment."""

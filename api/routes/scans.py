@@ -5,13 +5,13 @@ from __future__ import annotations
 import msgspec
 from sanic import HTTPResponse, Request
 
+from api.attestations import environment_of
 from api.clock import iso
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import no_content, ok
 from api.models.scans import DetectOut, DetectRequest, ScanRequest, WalletScanOut, WatchedOut, WatchRequest
 from api.ratelimit import RateGroup
 from api.scans import candidate_chains, resolve_address
-from api.attestations import environment_of
 from storage.models import WatchedAddress
 
 group = EndpointGroup("scans")
@@ -23,12 +23,18 @@ def _watched_out(w: WatchedAddress) -> WatchedOut:
 
 
 @group.route(
-    "POST", "/scan/wallet", summary="Quantum-risk scan of an address", credential=Credential.ANY_KEY,
-    rate_group=RateGroup.SCAN, body=ScanRequest, response=WalletScanOut,
-    errors=("SCAN_001", "SCAN_002", "SCAN_003", "SCAN_004"), tag="scans",
+    "POST",
+    "/scan/wallet",
+    summary="Quantum-risk scan of an address",
+    credential=Credential.ANY_KEY,
+    rate_group=RateGroup.SCAN,
+    body=ScanRequest,
+    response=WalletScanOut,
+    errors=("SCAN_001", "SCAN_002", "SCAN_003", "SCAN_004"),
+    tag="scans",
     description="Serves the latest stored result when younger than the cache TTL (cached=true), otherwise "
-                "fetches chain data, scores it and stores it. refresh=true forces a fetch. Test keys scan test "
-                "networks. Without chain, an EVM address is scanned on ethereum (see POST /v1/scan/detect).",
+    "fetches chain data, scores it and stores it. refresh=true forces a fetch. Test keys scan test "
+    "networks. Without chain, an EVM address is scanned on ethereum (see POST /v1/scan/detect).",
 )
 async def scan_wallet(request: Request, body: ScanRequest) -> HTTPResponse:
     """One address's risk, from the cache or fresh."""
@@ -38,8 +44,15 @@ async def scan_wallet(request: Request, body: ScanRequest) -> HTTPResponse:
 
 
 @group.route(
-    "POST", "/scan/detect", summary="Chains an address may belong to", credential=Credential.ANY_KEY,
-    rate_group=RateGroup.SCAN, body=DetectRequest, response=DetectOut, errors=_SCAN_ERRORS, tag="scans",
+    "POST",
+    "/scan/detect",
+    summary="Chains an address may belong to",
+    credential=Credential.ANY_KEY,
+    rate_group=RateGroup.SCAN,
+    body=DetectRequest,
+    response=DetectOut,
+    errors=_SCAN_ERRORS,
+    tag="scans",
     description="An EVM address is valid on all 15 EVM chains; scan each one you care about by naming it.",
 )
 async def detect(request: Request, body: DetectRequest) -> HTTPResponse:
@@ -47,12 +60,21 @@ async def detect(request: Request, body: DetectRequest) -> HTTPResponse:
     env = environment_of(request.ctx.principal)
     default = resolve_address(body.address, None, env)  # SCAN_001 when no chain takes it
     chains = candidate_chains(body.address, env)
-    return ok(request, DetectOut(address=str(default), chains=[c.value for c in chains], default_chain=default.chain.value))
+    return ok(
+        request, DetectOut(address=str(default), chains=[c.value for c in chains], default_chain=default.chain.value)
+    )
 
 
 @group.route(
-    "POST", "/watchlist", summary="Watch an address (rescored daily)", credential=Credential.SECRET,
-    rate_group=RateGroup.ACCOUNT, body=WatchRequest, response=WatchedOut, status=201, errors=_SCAN_ERRORS,
+    "POST",
+    "/watchlist",
+    summary="Watch an address (rescored daily)",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.ACCOUNT,
+    body=WatchRequest,
+    response=WatchedOut,
+    status=201,
+    errors=_SCAN_ERRORS,
     tag="watchlist",
 )
 async def watch(request: Request, body: WatchRequest) -> HTTPResponse:
@@ -62,8 +84,13 @@ async def watch(request: Request, body: WatchRequest) -> HTTPResponse:
 
 
 @group.route(
-    "GET", "/watchlist", summary="List watched addresses", credential=Credential.SECRET,
-    rate_group=RateGroup.ACCOUNT, response=list[WatchedOut], tag="watchlist",
+    "GET",
+    "/watchlist",
+    summary="List watched addresses",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.ACCOUNT,
+    response=list[WatchedOut],
+    tag="watchlist",
 )
 async def watchlist(request: Request) -> HTTPResponse:
     """The caller's watched addresses in its environment."""
@@ -71,8 +98,14 @@ async def watchlist(request: Request) -> HTTPResponse:
 
 
 @group.route(
-    "DELETE", "/watchlist/{entry_id}", summary="Stop watching an address", credential=Credential.SECRET,
-    rate_group=RateGroup.ACCOUNT, status=204, errors=("REQ_005",), tag="watchlist",
+    "DELETE",
+    "/watchlist/{entry_id}",
+    summary="Stop watching an address",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.ACCOUNT,
+    status=204,
+    errors=("REQ_005",),
+    tag="watchlist",
 )
 async def unwatch(request: Request, entry_id: str) -> HTTPResponse:
     """Remove an entry from the caller's watch list."""

@@ -14,8 +14,13 @@ docs_group = EndpointGroup("docs", version_prefix="")
 
 
 @group.route(
-    "GET", "/health", summary="Liveness check", credential=Credential.NONE, rate_group=RateGroup.PUBLIC,
-    response=HealthOut, tag="service",
+    "GET",
+    "/health",
+    summary="Liveness check",
+    credential=Credential.NONE,
+    rate_group=RateGroup.PUBLIC,
+    response=HealthOut,
+    tag="service",
 )
 async def health(request: Request) -> HTTPResponse:
     """Answers while the process serves requests; needs no credential."""
@@ -23,8 +28,14 @@ async def health(request: Request) -> HTTPResponse:
 
 
 @group.route(
-    "GET", "/openapi.json", summary="This OpenAPI 3.1 document", credential=Credential.NONE,
-    rate_group=RateGroup.PUBLIC, response=dict, tag="service", enveloped=False,
+    "GET",
+    "/openapi.json",
+    summary="This OpenAPI 3.1 document",
+    credential=Credential.NONE,
+    rate_group=RateGroup.PUBLIC,
+    response=dict,
+    tag="service",
+    enveloped=False,
 )
 async def openapi_document(request: Request) -> HTTPResponse:
     """The OpenAPI document (not enveloped: tools read it as it is)."""
@@ -32,8 +43,15 @@ async def openapi_document(request: Request) -> HTTPResponse:
 
 
 @docs_group.route(
-    "GET", "/docs", summary="Human-readable API documentation", credential=Credential.NONE,
-    rate_group=RateGroup.PUBLIC, response=str, tag="service", content_type="text/html", enveloped=False,
+    "GET",
+    "/docs",
+    summary="Human-readable API documentation",
+    credential=Credential.NONE,
+    rate_group=RateGroup.PUBLIC,
+    response=str,
+    tag="service",
+    content_type="text/html",
+    enveloped=False,
 )
 async def docs_page(request: Request) -> HTTPResponse:
     """The HTML docs page generated from the OpenAPI document."""

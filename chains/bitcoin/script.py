@@ -13,8 +13,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from pqc.hashes import hash160
 from chains.errors import MalformedChainData
+from pqc.hashes import hash160
 
 OP_0 = 0x00
 OP_PUSHDATA1 = 0x4C

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from pqc.hashes import sha256d
 from chains.errors import MalformedChainData
+from pqc.hashes import sha256d
 
 _COINBASE_TXID = "00" * 32
 _COINBASE_VOUT = 0xFFFFFFFF

@@ -15,11 +15,11 @@ from typing import Protocol, TypeVar
 
 import httpx
 
+from chains.clients.transport import Timing
 from chains.codecs.address import Address
 from chains.endpoints import ChainEndpoints, Environment, EnvironmentEndpoints
 from chains.errors import InvalidAddress
 from chains.observation import AccountType, Exposure, Observation
-from chains.clients.transport import Timing
 from chains.registry import CHAINS, Chain, Family
 
 A = TypeVar("A", bound=Address)

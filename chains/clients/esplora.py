@@ -5,7 +5,8 @@ confirmed ``chain_stats`` (funded/spent output counts and sums, ``tx_count``), t
 history newest first: ``/txs`` (the first page of confirmed transactions, 25 on public
 servers), and ``/txs/chain/:last_txid`` for each further page, up to ``max_pages`` pages.
 Every input that spends the address's script is passed to ``analyze_input`` with the
-script as its prevout, which gives what that spend revealed. The draft BIP's rules then give the level (``exposure_with_history``):
+script as its prevout, which gives what that spend revealed. The draft BIP's rules then give
+the level (``exposure_with_history``):
 
 - the complete history (every confirmed transaction seen, matching ``tx_count`` and
   ``spent_txo_count``): ``SpendHistory.complete``. A spend that revealed key material

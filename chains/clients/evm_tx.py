@@ -8,7 +8,8 @@ signing payload is rebuilt per transaction type:
 | 0, pre-EIP-155 (v 27/28) | ``rlp([nonce, gasPrice, gas, to, value, data])`` |
 | 0, EIP-155 (v = 2·chainId + 35/36) | ``rlp([nonce, gasPrice, gas, to, value, data, chainId, 0, 0])`` |
 | 1 (EIP-2930) | ``0x01 ‖ rlp([chainId, nonce, gasPrice, gas, to, value, data, accessList])`` |
-| 2 (EIP-1559) | ``0x02 ‖ rlp([chainId, nonce, maxPriorityFeePerGas, maxFeePerGas, gas, to, value, data, accessList])`` |
+| 2 (EIP-1559) | ``0x02 ‖ rlp([chainId, nonce, maxPriorityFeePerGas, maxFeePerGas, gas, to, value, data,
+  accessList])`` |
 | 3 (EIP-4844) | type 2's fields + ``maxFeePerBlobGas, blobVersionedHashes``, prefix ``0x03`` |
 | 4 (EIP-7702) | type 2's fields + ``authorizationList``, prefix ``0x04`` |
 

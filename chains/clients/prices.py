@@ -223,7 +223,9 @@ class PriceOracle:
                 logger.warning("price source %s failed, trying the next: %s", type(source).__name__, exc)
                 continue
             except TimeoutError:
-                logger.warning("price source %s gave no answer within %ss, trying the next", type(source).__name__, wait)
+                logger.warning(
+                    "price source %s gave no answer within %ss, trying the next", type(source).__name__, wait
+                )
                 continue
             found.update(got)
             missing = [s for s in missing if s not in got]

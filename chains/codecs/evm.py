@@ -9,16 +9,16 @@ from types import MappingProxyType
 from typing import Self
 
 from chains.codecs.address import Address, invalid
-from pqc.hashes import keccak256
 from chains.registry import Chain, Family, Network
+from pqc.hashes import keccak256
 
 _EVM_RE = re.compile(r"0x[0-9a-fA-F]{40}")
 
 
 #: (hex digit, digest nibble) -> the digit in its EIP-55 case.
-_CHECKSUM_CASE = MappingProxyType({
-    (c, d): c.upper() if int(d, 16) >= 8 else c for c in "0123456789abcdef" for d in "0123456789abcdef"
-})
+_CHECKSUM_CASE = MappingProxyType(
+    {(c, d): c.upper() if int(d, 16) >= 8 else c for c in "0123456789abcdef" for d in "0123456789abcdef"}
+)
 
 
 @lru_cache(maxsize=65_536)
@@ -31,7 +31,8 @@ def eip55(account: bytes) -> str:
     """
     hex_ = account.hex()
     digest = keccak256(hex_.encode("ascii")).hex()
-    return "0x" + "".join(map(_CHECKSUM_CASE.__getitem__, zip(hex_, digest)))
+    # zip stops at the 40 address nibbles; the digest has 64
+    return "0x" + "".join(map(_CHECKSUM_CASE.__getitem__, zip(hex_, digest, strict=False)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,8 +24,21 @@ from qday_client.client import QdayClient
 from qday_client.errors import ApiError, AuthError, LocalError
 from qday_client.models import WalletScan
 
-REPORT_FIELDS = ("line", "address", "chain", "status", "riskScore", "riskLabel", "riskValue", "publicKeyExposed",
-                 "balanceAtRisk", "chainGrade", "cached", "errorCode", "errorMessage")
+REPORT_FIELDS = (
+    "line",
+    "address",
+    "chain",
+    "status",
+    "riskScore",
+    "riskLabel",
+    "riskValue",
+    "publicKeyExposed",
+    "balanceAtRisk",
+    "chainGrade",
+    "cached",
+    "errorCode",
+    "errorMessage",
+)
 
 
 @dataclass(frozen=True)
@@ -50,12 +63,19 @@ class ScanRow:
         """The report row (``REPORT_FIELDS``; empty values where not applicable)."""
         r = self.result
         return {
-            "line": self.target.line, "address": self.target.address,
-            "chain": r.chain if r else self.target.chain, "status": "ok" if r else "error",
-            "riskScore": r and r.risk_score, "riskLabel": r and r.risk_label, "riskValue": r and r.risk_value,
-            "publicKeyExposed": r and r.public_key_exposed, "balanceAtRisk": r and r.balance_at_risk,
-            "chainGrade": r and r.chain_grade, "cached": r and r.cached,
-            "errorCode": self.error_code, "errorMessage": self.error_message,
+            "line": self.target.line,
+            "address": self.target.address,
+            "chain": r.chain if r else self.target.chain,
+            "status": "ok" if r else "error",
+            "riskScore": r and r.risk_score,
+            "riskLabel": r and r.risk_label,
+            "riskValue": r and r.risk_value,
+            "publicKeyExposed": r and r.public_key_exposed,
+            "balanceAtRisk": r and r.balance_at_risk,
+            "chainGrade": r and r.chain_grade,
+            "cached": r and r.cached,
+            "errorCode": self.error_code,
+            "errorMessage": self.error_message,
         }
 
 
@@ -88,15 +108,22 @@ class Progress:
     def __call__(self, done: int, failed: int) -> None:
         """Redraw the bar after ``done`` targets, ``failed`` of them with an error."""
         filled = self.width * done // self.total
-        self.stream.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{self.total}"
-                          f" scanned, {failed} failed")
+        self.stream.write(
+            f"\r[{'#' * filled}{'.' * (self.width - filled)}] {done}/{self.total} scanned, {failed} failed"
+        )
         if done == self.total:
             self.stream.write("\n")
         self.stream.flush()
 
 
-async def scan_all(client: QdayClient, targets: list[ScanTarget], *, refresh: bool = False, concurrency: int = 4,
-                   on_progress: Callable[[int, int], None] | None = None) -> list[ScanRow]:
+async def scan_all(
+    client: QdayClient,
+    targets: list[ScanTarget],
+    *,
+    refresh: bool = False,
+    concurrency: int = 4,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[ScanRow]:
     """Scan every target with at most ``concurrency`` requests in flight; rows
     come back in input order."""
     gate = asyncio.Semaphore(max(1, concurrency))

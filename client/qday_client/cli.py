@@ -32,8 +32,21 @@ EXIT_API_ERROR, EXIT_LOCAL_ERROR, EXIT_PARTIAL, EXIT_INVALID = 1, 2, 3, 4
 #: Bulk runs wait out the rate limit this many times per address before giving up on it.
 BULK_MAX_RETRIES = 20
 KEY_COLUMNS = ("id", "name", "type", "environment", "prefix", "createdAt", "lastUsedAt", "expiresAt")
-SCAN_COLUMNS = ("address", "chain", "riskScore", "riskLabel", "riskValue", "publicKeyExposed", "balanceAtRisk",
-                "balanceAtRiskUsd", "chainGrade", "chainGradeLabel", "cached", "scannedAt", "dataAsOf")
+SCAN_COLUMNS = (
+    "address",
+    "chain",
+    "riskScore",
+    "riskLabel",
+    "riskValue",
+    "publicKeyExposed",
+    "balanceAtRisk",
+    "balanceAtRiskUsd",
+    "chainGrade",
+    "chainGradeLabel",
+    "cached",
+    "scannedAt",
+    "dataAsOf",
+)
 
 
 def _secret(variable: str, prompt: str) -> str:
@@ -113,10 +126,16 @@ async def cmd_keygen(args: argparse.Namespace, config: Config) -> int:
     """Generate a post-quantum key pair here and save it owner-only; no request is made."""
     keypair = keyfile.generate(args.algorithm)
     keyfile.save(keypair, args.out, overwrite=args.force)
-    output.show({"algorithm": keypair.algorithm.value, "file": str(args.out),
-                 "fingerprint": pqc.public_key_fingerprint(keypair.public_key),
-                 "publicKey": keypair.public_key.hex()}, as_json=args.json,
-                columns=None if args.json else ("algorithm", "file", "fingerprint"))
+    output.show(
+        {
+            "algorithm": keypair.algorithm.value,
+            "file": str(args.out),
+            "fingerprint": pqc.public_key_fingerprint(keypair.public_key),
+            "publicKey": keypair.public_key.hex(),
+        },
+        as_json=args.json,
+        columns=None if args.json else ("algorithm", "file", "fingerprint"),
+    )
     return 0
 
 
@@ -126,8 +145,11 @@ async def cmd_register(args: argparse.Namespace, config: Config) -> int:
     keypair = keyfile.load(args.key_file)
     async with _client(config) as client:
         registered = await hybrid.register_key(client, keypair, args.chain)
-    output.show(registered, as_json=args.json, columns=None if args.json else (
-        "id", "algorithm", "chain", "fingerprint", "origin", "createdAt"))
+    output.show(
+        registered,
+        as_json=args.json,
+        columns=None if args.json else ("id", "algorithm", "chain", "fingerprint", "origin", "createdAt"),
+    )
     return 0
 
 
@@ -153,12 +175,25 @@ async def cmd_attest(args: argparse.Namespace, config: Config) -> int:
     except ValueError:
         raise LocalError("--context must be hex and --metadata a JSON object") from None
     async with _client(config) as client:
-        attestation = await hybrid.attest(client, signer, keypair, chain=args.chain, scheme=args.scheme,
-                                          message=_message(args), context=context, metadata=metadata)
+        attestation = await hybrid.attest(
+            client,
+            signer,
+            keypair,
+            chain=args.chain,
+            scheme=args.scheme,
+            message=_message(args),
+            context=context,
+            metadata=metadata,
+        )
     if args.out:
         args.out.write_text(json.dumps(output.to_plain(attestation), indent=2) + "\n")
-    output.show(attestation, as_json=args.json, columns=None if args.json else (
-        "id", "status", "chain", "algorithm", "ecdsaScheme", "strict", "ecdsaPublicKey", "createdAt"))
+    output.show(
+        attestation,
+        as_json=args.json,
+        columns=None
+        if args.json
+        else ("id", "status", "chain", "algorithm", "ecdsaScheme", "strict", "ecdsaPublicKey", "createdAt"),
+    )
     return 0
 
 
@@ -182,12 +217,15 @@ async def cmd_verify(args: argparse.Namespace, config: Config) -> int:
 
 
 async def _scan_file(args: argparse.Namespace, config: Config) -> int:
-    targets = [t if t.chain or not args.chain else bulk.ScanTarget(t.line, t.address, args.chain)
-               for t in bulk.read_targets(args.file)]
+    targets = [
+        t if t.chain or not args.chain else bulk.ScanTarget(t.line, t.address, args.chain)
+        for t in bulk.read_targets(args.file)
+    ]
     progress = bulk.Progress(len(targets)) if args.progress or sys.stderr.isatty() else None
     async with _client(config, max_retries=BULK_MAX_RETRIES) as client:
-        rows = await bulk.scan_all(client, targets, refresh=args.refresh, concurrency=args.concurrency,
-                                   on_progress=progress)
+        rows = await bulk.scan_all(
+            client, targets, refresh=args.refresh, concurrency=args.concurrency, on_progress=progress
+        )
     by_suffix = "json" if args.report is not None and args.report.suffix == ".json" else "csv"
     report = bulk.render_report(rows, "json" if args.json else args.format or by_suffix)
     if args.report:
@@ -195,8 +233,10 @@ async def _scan_file(args: argparse.Namespace, config: Config) -> int:
     else:
         sys.stdout.write(report)
     failed = sum(row.result is None for row in rows)
-    print(f"{len(rows) - failed} scanned, {failed} failed" + (f"; report: {args.report}" if args.report else ""),
-          file=sys.stderr)
+    print(
+        f"{len(rows) - failed} scanned, {failed} failed" + (f"; report: {args.report}" if args.report else ""),
+        file=sys.stderr,
+    )
     return EXIT_PARTIAL if failed else 0
 
 
@@ -225,8 +265,11 @@ def _add_key_commands(sub: argparse._SubParsersAction, common: argparse.Argument
     keys = sub.add_parser("keys", help="manage API keys (create, list, delete, rotate)")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     login = argparse.ArgumentParser(add_help=False)
-    login.add_argument("--email", help="log in as this account (password from QDAY_PASSWORD or a prompt) "
-                                       "instead of using the configured secret key")
+    login.add_argument(
+        "--email",
+        help="log in as this account (password from QDAY_PASSWORD or a prompt) "
+        "instead of using the configured secret key",
+    )
     create = keys_sub.add_parser("create", parents=[common, login], help="create an API key")
     create.add_argument("--name", default="qday-client")
     create.add_argument("--type", choices=("secret", "publishable"), default="secret")
@@ -245,8 +288,11 @@ def _add_key_commands(sub: argparse._SubParsersAction, common: argparse.Argument
 
 def _add_signing_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     keygen = sub.add_parser("keygen", parents=[common], help="generate a post-quantum key pair locally")
-    keygen.add_argument("--algorithm", default="ml-dsa-65",
-                        help="ml-dsa-44, ml-dsa-65 (default), ml-dsa-87, slh-dsa-128s, slh-dsa-shake-128s")
+    keygen.add_argument(
+        "--algorithm",
+        default="ml-dsa-65",
+        help="ml-dsa-44, ml-dsa-65 (default), ml-dsa-87, slh-dsa-128s, slh-dsa-shake-128s",
+    )
     keygen.add_argument("--out", type=Path, required=True, help="key file to create (mode 0600)")
     keygen.add_argument("--force", action="store_true", help="overwrite an existing file")
     keygen.set_defaults(func=cmd_keygen)
@@ -257,8 +303,7 @@ def _add_signing_commands(sub: argparse._SubParsersAction, common: argparse.Argu
     register.set_defaults(func=cmd_register)
 
     attest = sub.add_parser("attest", parents=[common], help="sign with both keys and submit a hybrid attestation")
-    attest.add_argument("--ecdsa-key", required=True,
-                        help="secp256k1 key: keystore/raw/hex file, env:VARIABLE, or hex")
+    attest.add_argument("--ecdsa-key", required=True, help="secp256k1 key: keystore/raw/hex file, env:VARIABLE, or hex")
     attest.add_argument("--pq-key", type=Path, required=True, help="key file from `keygen`")
     attest.add_argument("--chain", default="ethereum")
     attest.add_argument("--scheme", choices=("eip191", "bip137", "digest"), help="ECDSA message scheme")
@@ -278,13 +323,17 @@ def _add_signing_commands(sub: argparse._SubParsersAction, common: argparse.Argu
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``qday-client``."""
     common = _common()
-    parser = argparse.ArgumentParser(prog="qday-client", description=__doc__.split("\n\n")[0],
-                                     epilog="Options such as --json go after the subcommand.")
+    parser = argparse.ArgumentParser(
+        prog="qday-client",
+        description=__doc__.split("\n\n")[0],
+        epilog="Options such as --json go after the subcommand.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     account = sub.add_parser("account", help="accounts")
     account_sub = account.add_subparsers(dest="account_command", required=True)
-    register = account_sub.add_parser("register", parents=[common],
-                                      help="create an account (password from QDAY_PASSWORD or a prompt)")
+    register = account_sub.add_parser(
+        "register", parents=[common], help="create an account (password from QDAY_PASSWORD or a prompt)"
+    )
     register.add_argument("--email", required=True)
     register.add_argument("--name")
     register.set_defaults(func=cmd_account_register)

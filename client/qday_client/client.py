@@ -6,8 +6,8 @@ or raises the typed error of the answer's code (``qday_client.errors``).
 Rate limits: a ``429 RATE_001`` answer pauses *every* request of this client
 for the server's ``Retry-After`` seconds (capped by ``max_retry_wait``), then the
 request is sent again, at most ``max_retries`` times; after that the error is
-raised. Refusals of requests sent before a pause began do not start another. Requests turned away with 429 were not processed, so retrying is safe
-for every method.
+raised. Refusals of requests sent before a pause began do not start another. Requests
+turned away with 429 were not processed, so retrying is safe for every method.
 
 Credentials are sent only as ``Authorization: Bearer``; the debug log names the
 method, path, status and request id, never a header or a body.
@@ -52,18 +52,29 @@ class QdayClient:
     and ``sleep`` exist so tests can run against an in-process app and a manual clock.
     """
 
-    def __init__(self, token: str | None = None, base_url: str = DEFAULT_API_URL, *, timeout: float = 60.0,
-                 max_retries: int = 3, max_retry_wait: float = 120.0,
-                 transport: httpx.AsyncBaseTransport | None = None,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+    def __init__(
+        self,
+        token: str | None = None,
+        base_url: str = DEFAULT_API_URL,
+        *,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        max_retry_wait: float = 120.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
         self.max_retries = max_retries
         self.max_retry_wait = max_retry_wait
         self._token = token
         self._sleep = sleep
         self._pause: asyncio.Future[None] | None = None
         self._pauses = 0  # pauses started so far
-        self._http = httpx.AsyncClient(base_url=base_url.rstrip("/"), timeout=timeout, transport=transport,
-                                       headers={"user-agent": "qday-client/0.1"})
+        self._http = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            timeout=timeout,
+            transport=transport,
+            headers={"user-agent": "qday-client/0.1"},
+        )
 
     def __repr__(self) -> str:
         return f"QdayClient(base_url={str(self._http.base_url)!r}, authenticated={self._token is not None})"
@@ -71,8 +82,9 @@ class QdayClient:
     async def __aenter__(self) -> QdayClient:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -93,8 +105,9 @@ class QdayClient:
             self._pauses += 1
             self._pause = asyncio.ensure_future(self._sleep(seconds))
 
-    async def _send(self, method: str, path: str, json: Any = None, params: dict[str, str] | None = None,
-                    token: str | None = None) -> httpx.Response:
+    async def _send(
+        self, method: str, path: str, json: Any = None, params: dict[str, str] | None = None, token: str | None = None
+    ) -> httpx.Response:
         headers = {}
         credential = token or self._token
         if credential:
@@ -113,8 +126,15 @@ class QdayClient:
             attempt += 1
             self._pause_all(min(retry_after_seconds(response), self.max_retry_wait), pauses_when_sent)
 
-    async def _call(self, method: str, path: str, result: type[T] | Any, json: Any = None,
-                    params: dict[str, str] | None = None, token: str | None = None) -> T:
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        result: type[T] | Any,
+        json: Any = None,
+        params: dict[str, str] | None = None,
+        token: str | None = None,
+    ) -> T:
         response = await self._send(method, path, json, params, token)
         request_id = response.headers.get("x-request-id")
         try:
@@ -126,13 +146,21 @@ class QdayClient:
         if result is None:
             return None  # type: ignore[return-value]
         if not isinstance(body, dict) or "data" not in body:
-            raise ServerError("SRV_001", f"HTTP {response.status_code} answer without a data envelope",
-                              status=response.status_code, request_id=request_id)
+            raise ServerError(
+                "SRV_001",
+                f"HTTP {response.status_code} answer without a data envelope",
+                status=response.status_code,
+                request_id=request_id,
+            )
         try:
             return msgspec.convert(body["data"], result)
         except msgspec.ValidationError as exc:
-            raise ServerError("SRV_001", f"answer does not match the expected shape: {exc}",
-                              status=response.status_code, request_id=request_id) from None
+            raise ServerError(
+                "SRV_001",
+                f"answer does not match the expected shape: {exc}",
+                status=response.status_code,
+                request_id=request_id,
+            ) from None
 
     # -- service -----------------------------------------------------------
 
@@ -151,18 +179,29 @@ class QdayClient:
 
     async def register_account(self, email: str, password: str, name: str | None = None) -> models.Account:
         """POST /v1/auth/register: create an account (the password is sent, never kept)."""
-        return await self._call("POST", "/auth/register", models.Account,
-                                _drop_none({"email": email, "password": password, "name": name}))
+        return await self._call(
+            "POST", "/auth/register", models.Account, _drop_none({"email": email, "password": password, "name": name})
+        )
 
     async def login(self, email: str, password: str) -> models.Login:
         """POST /v1/auth/login: a 12-hour session token for the API-key endpoints."""
         return await self._call("POST", "/auth/login", models.Login, {"email": email, "password": password})
 
-    async def create_api_key(self, name: str, type: str = "secret", environment: str = "test",
-                             token: str | None = None) -> models.CreatedApiKey:
+    async def create_api_key(
+        self,
+        name: str,
+        type: str = "secret",  # noqa: A002 - the API's field name
+        environment: str = "test",
+        token: str | None = None,
+    ) -> models.CreatedApiKey:
         """POST /v1/auth/api-keys (session token or secret key); ``token`` overrides the client's."""
-        return await self._call("POST", "/auth/api-keys", models.CreatedApiKey,
-                                {"name": name, "type": type, "environment": environment}, token=token)
+        return await self._call(
+            "POST",
+            "/auth/api-keys",
+            models.CreatedApiKey,
+            {"name": name, "type": type, "environment": environment},
+            token=token,
+        )
 
     async def list_api_keys(self, token: str | None = None) -> list[models.ApiKey]:
         """GET /v1/auth/api-keys: the keys the credential may manage."""
@@ -178,26 +217,44 @@ class QdayClient:
 
     # -- post-quantum keys ---------------------------------------------------
 
-    async def generate_key(self, algorithm: str, chain: str, custody: str = "self",
-                           private_key_form: str = "expanded") -> models.GeneratedKey | models.ManagedKey:
+    async def generate_key(
+        self, algorithm: str, chain: str, custody: str = "self", private_key_form: str = "expanded"
+    ) -> models.GeneratedKey | models.ManagedKey:
         """POST /v1/keys/generate: a server-generated pair (self custody) or a managed key;
         ``private_key_form="seed"`` returns ML-DSA private keys as the 32-byte seed (RFC 9881).
         Local generation (``qday_client.keyfile.generate``) never involves the server."""
-        return await self._call("POST", "/keys/generate", models.GeneratedKey | models.ManagedKey,
-                                {"algorithm": algorithm, "chain": chain, "custody": custody,
-                                 "privateKeyForm": private_key_form})
+        return await self._call(
+            "POST",
+            "/keys/generate",
+            models.GeneratedKey | models.ManagedKey,
+            {"algorithm": algorithm, "chain": chain, "custody": custody, "privateKeyForm": private_key_form},
+        )
 
     async def registration_challenge(self, algorithm: str, public_key: str) -> models.RegistrationChallenge:
         """POST /v1/keys/register/challenge: text to sign to prove possession of a key."""
-        return await self._call("POST", "/keys/register/challenge", models.RegistrationChallenge,
-                                {"algorithm": algorithm, "publicKey": public_key})
+        return await self._call(
+            "POST",
+            "/keys/register/challenge",
+            models.RegistrationChallenge,
+            {"algorithm": algorithm, "publicKey": public_key},
+        )
 
-    async def register_key(self, algorithm: str, chain: str, public_key: str, challenge: str,
-                           signature: str) -> models.PqKey:
+    async def register_key(
+        self, algorithm: str, chain: str, public_key: str, challenge: str, signature: str
+    ) -> models.PqKey:
         """POST /v1/keys/register: register a public key with its signature over the challenge."""
-        return await self._call("POST", "/keys/register", models.PqKey, {
-            "algorithm": algorithm, "chain": chain, "publicKey": public_key, "challenge": challenge,
-            "signature": signature})
+        return await self._call(
+            "POST",
+            "/keys/register",
+            models.PqKey,
+            {
+                "algorithm": algorithm,
+                "chain": chain,
+                "publicKey": public_key,
+                "challenge": challenge,
+                "signature": signature,
+            },
+        )
 
     async def list_keys(self) -> list[models.PqKey]:
         """GET /v1/keys: the post-quantum public keys registered in this environment."""
@@ -205,50 +262,131 @@ class QdayClient:
 
     # -- attestations and verification ------------------------------------
 
-    async def attestation_challenge(self, ecdsa_public_key: str, pqc_public_key: str, algorithm: str,
-                                    chain: str = "ethereum") -> models.Statement:
+    async def attestation_challenge(
+        self, ecdsa_public_key: str, pqc_public_key: str, algorithm: str, chain: str = "ethereum"
+    ) -> models.Statement:
         """POST /v1/attestations/challenge: a single-use statement for a strict attestation."""
-        return await self._call("POST", "/attestations/challenge", models.Statement, {
-            "ecdsaPublicKey": ecdsa_public_key, "pqcPublicKey": pqc_public_key, "algorithm": algorithm,
-            "chain": chain})
+        return await self._call(
+            "POST",
+            "/attestations/challenge",
+            models.Statement,
+            {
+                "ecdsaPublicKey": ecdsa_public_key,
+                "pqcPublicKey": pqc_public_key,
+                "algorithm": algorithm,
+                "chain": chain,
+            },
+        )
 
-    async def sign_hybrid(self, *, message: str, ecdsa_signature: str, ecdsa_public_key: str, pqc_signature: str,
-                          pqc_public_key: str, algorithm: str, chain: str = "ethereum",
-                          ecdsa_scheme: str | None = None, context: str = "", strict: bool = False,
-                          metadata: dict[str, Any] | None = None) -> models.Attestation:
+    async def sign_hybrid(
+        self,
+        *,
+        message: str,
+        ecdsa_signature: str,
+        ecdsa_public_key: str,
+        pqc_signature: str,
+        pqc_public_key: str,
+        algorithm: str,
+        chain: str = "ethereum",
+        ecdsa_scheme: str | None = None,
+        context: str = "",
+        strict: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> models.Attestation:
         """POST /v1/sign/hybrid: submit an ECDSA + ML-DSA signature pair (all byte fields hex)."""
-        return await self._call("POST", "/sign/hybrid", models.Attestation, _drop_none({
-            "message": message, "ecdsaSignature": ecdsa_signature, "ecdsaPublicKey": ecdsa_public_key,
-            "pqcSignature": pqc_signature, "pqcPublicKey": pqc_public_key, "algorithm": algorithm, "chain": chain,
-            "ecdsaScheme": ecdsa_scheme, "context": context, "strict": strict, "metadata": metadata or {}}))
+        return await self._call(
+            "POST",
+            "/sign/hybrid",
+            models.Attestation,
+            _drop_none(
+                {
+                    "message": message,
+                    "ecdsaSignature": ecdsa_signature,
+                    "ecdsaPublicKey": ecdsa_public_key,
+                    "pqcSignature": pqc_signature,
+                    "pqcPublicKey": pqc_public_key,
+                    "algorithm": algorithm,
+                    "chain": chain,
+                    "ecdsaScheme": ecdsa_scheme,
+                    "context": context,
+                    "strict": strict,
+                    "metadata": metadata or {},
+                }
+            ),
+        )
 
     async def verify_attestation(self, attestation_id: str) -> models.Verification:
         """POST /v1/verify {attestationId}: re-verify a stored attestation."""
         return await self._call("POST", "/verify", models.Verification, {"attestationId": attestation_id})
 
-    async def verify_hybrid(self, *, message: str, ecdsa_signature: str, ecdsa_public_key: str, pqc_signature: str,
-                            pqc_public_key: str, algorithm: str, chain: str | None = None,
-                            ecdsa_scheme: str | None = None, context: str | None = None) -> models.Verification:
+    async def verify_hybrid(
+        self,
+        *,
+        message: str,
+        ecdsa_signature: str,
+        ecdsa_public_key: str,
+        pqc_signature: str,
+        pqc_public_key: str,
+        algorithm: str,
+        chain: str | None = None,
+        ecdsa_scheme: str | None = None,
+        context: str | None = None,
+    ) -> models.Verification:
         """POST /v1/verify with raw hybrid components (no registration check, nothing stored)."""
-        return await self._call("POST", "/verify", models.Verification, _drop_none({
-            "message": message, "ecdsaSignature": ecdsa_signature, "ecdsaPublicKey": ecdsa_public_key,
-            "pqcSignature": pqc_signature, "pqcPublicKey": pqc_public_key, "algorithm": algorithm, "chain": chain,
-            "ecdsaScheme": ecdsa_scheme, "context": context}))
+        return await self._call(
+            "POST",
+            "/verify",
+            models.Verification,
+            _drop_none(
+                {
+                    "message": message,
+                    "ecdsaSignature": ecdsa_signature,
+                    "ecdsaPublicKey": ecdsa_public_key,
+                    "pqcSignature": pqc_signature,
+                    "pqcPublicKey": pqc_public_key,
+                    "algorithm": algorithm,
+                    "chain": chain,
+                    "ecdsaScheme": ecdsa_scheme,
+                    "context": context,
+                }
+            ),
+        )
 
-    async def verify_signature(self, *, public_key: str, message: str, signature: str, algorithm: str,
-                               context: str | None = None) -> models.Verification:
+    async def verify_signature(
+        self, *, public_key: str, message: str, signature: str, algorithm: str, context: str | None = None
+    ) -> models.Verification:
         """POST /v1/verify {public_key, message, signature, algorithm}: one ML-DSA/SLH-DSA signature."""
-        return await self._call("POST", "/verify", models.Verification, _drop_none({
-            "public_key": public_key, "message": message, "signature": signature, "algorithm": algorithm,
-            "context": context}))
+        return await self._call(
+            "POST",
+            "/verify",
+            models.Verification,
+            _drop_none(
+                {
+                    "public_key": public_key,
+                    "message": message,
+                    "signature": signature,
+                    "algorithm": algorithm,
+                    "context": context,
+                }
+            ),
+        )
 
     # -- managed custody -----------------------------------------------------
 
-    async def sign_managed(self, key_id: str, message: str, algorithm: str, context: str = "",
-                           ) -> models.ManagedSignature:
+    async def sign_managed(
+        self,
+        key_id: str,
+        message: str,
+        algorithm: str,
+        context: str = "",
+    ) -> models.ManagedSignature:
         """POST /v1/sign/managed: sign hex ``message`` with a key held by the service."""
-        return await self._call("POST", "/sign/managed", models.ManagedSignature,
-                                {"key_id": key_id, "message": message, "algorithm": algorithm, "context": context})
+        return await self._call(
+            "POST",
+            "/sign/managed",
+            models.ManagedSignature,
+            {"key_id": key_id, "message": message, "algorithm": algorithm, "context": context},
+        )
 
     async def managed_key(self, key_id: str) -> models.ManagedKey:
         """GET /v1/keys/{id}: a managed key in any state."""
@@ -274,8 +412,12 @@ class QdayClient:
 
     async def scan_wallet(self, address: str, chain: str | None = None, refresh: bool = False) -> models.WalletScan:
         """POST /v1/scan/wallet: the address's quantum-risk score (publishable or secret key)."""
-        return await self._call("POST", "/scan/wallet", models.WalletScan,
-                                _drop_none({"address": address, "chain": chain, "refresh": refresh or None}))
+        return await self._call(
+            "POST",
+            "/scan/wallet",
+            models.WalletScan,
+            _drop_none({"address": address, "chain": chain, "refresh": refresh or None}),
+        )
 
     async def detect_chains(self, address: str) -> models.Detection:
         """POST /v1/scan/detect: every chain the address may belong to."""
@@ -283,8 +425,9 @@ class QdayClient:
 
     async def watch(self, address: str, chain: str | None = None, label: str | None = None) -> models.Watched:
         """POST /v1/watchlist: rescore the address daily (idempotent)."""
-        return await self._call("POST", "/watchlist", models.Watched,
-                                _drop_none({"address": address, "chain": chain, "label": label}))
+        return await self._call(
+            "POST", "/watchlist", models.Watched, _drop_none({"address": address, "chain": chain, "label": label})
+        )
 
     async def watchlist(self) -> list[models.Watched]:
         """GET /v1/watchlist."""

@@ -47,15 +47,20 @@ def _read_profiles(path: Path) -> dict[str, dict[str, str]]:
         profiles = tomllib.loads(read_private(path)).get("profiles", {})
     except tomllib.TOMLDecodeError as exc:
         raise LocalError(f"profile file {path} is not valid TOML: {exc}") from None
-    return {name: {k: str(v) for k, v in values.items()} for name, values in profiles.items() if isinstance(values, dict)}
+    return {
+        name: {k: str(v) for k, v in values.items()} for name, values in profiles.items() if isinstance(values, dict)
+    }
 
 
 def load_config(profile: str | None = None, env: Mapping[str, str] = os.environ) -> Config:
     """The configuration for this run (see the module docstring for the order)."""
     name = profile or env.get("QDAY_PROFILE") or "default"
     chosen = _read_profiles(profile_path(env)).get(name, {})
-    return Config(api_url=env.get("QDAY_API_URL") or chosen.get("api_url") or DEFAULT_API_URL,
-                  api_key=env.get("QDAY_API_KEY") or chosen.get("api_key") or None, profile=name)
+    return Config(
+        api_url=env.get("QDAY_API_URL") or chosen.get("api_url") or DEFAULT_API_URL,
+        api_key=env.get("QDAY_API_KEY") or chosen.get("api_key") or None,
+        profile=name,
+    )
 
 
 def save_profile(name: str, api_url: str, api_key: str, env: Mapping[str, str] = os.environ) -> Path:

@@ -16,8 +16,15 @@ from typing import Any
 class QdayError(Exception):
     """Base of every client error; ``code`` is the API's error code (or a local one)."""
 
-    def __init__(self, code: str, message: str, *, status: int | None = None, request_id: str | None = None,
-                 details: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        status: int | None = None,
+        request_id: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
@@ -90,8 +97,16 @@ class LocalError(QdayError):
 
 
 _FAMILIES: dict[str, type[ApiError]] = {
-    "AUTH": AuthError, "SCAN": ScanError, "PQC": CryptoError, "ATT": AttestationError, "GEN": KeyGenerationError,
-    "RATE": RateLimitError, "ACC": AccountError, "KEY": ApiKeyError, "CUS": CustodyError, "REQ": RequestError,
+    "AUTH": AuthError,
+    "SCAN": ScanError,
+    "PQC": CryptoError,
+    "ATT": AttestationError,
+    "GEN": KeyGenerationError,
+    "RATE": RateLimitError,
+    "ACC": AccountError,
+    "KEY": ApiKeyError,
+    "CUS": CustodyError,
+    "REQ": RequestError,
     "SRV": ServerError,
 }
 
@@ -106,12 +121,19 @@ def error_from_response(status: int, body: Any, request_id: str | None, retry_af
     envelope becomes ``ServerError`` ``SRV_001`` naming the HTTP status."""
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict) or not isinstance(error.get("code"), str):
-        return ServerError("SRV_001", f"unexpected HTTP {status} answer without an error envelope",
-                           status=status, request_id=request_id)
+        return ServerError(
+            "SRV_001",
+            f"unexpected HTTP {status} answer without an error envelope",
+            status=status,
+            request_id=request_id,
+        )
     meta = body.get("meta") if isinstance(body.get("meta"), dict) else {}
     code = error["code"]
-    kwargs: dict[str, Any] = {"status": status, "request_id": meta.get("requestId", request_id),
-                              "details": error.get("details") if isinstance(error.get("details"), dict) else {}}
+    kwargs: dict[str, Any] = {
+        "status": status,
+        "request_id": meta.get("requestId", request_id),
+        "details": error.get("details") if isinstance(error.get("details"), dict) else {},
+    }
     cls = error_class(code)
     if cls is RateLimitError:
         kwargs["retry_after"] = retry_after

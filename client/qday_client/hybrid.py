@@ -25,8 +25,9 @@ def default_scheme(chain: str) -> str:
     try:
         return _DEFAULT_SCHEMES[chain]
     except KeyError:
-        raise LocalError(f"chain {chain!r} has no default ECDSA message scheme; pass one (eip191, bip137, digest)"
-                         ) from None
+        raise LocalError(
+            f"chain {chain!r} has no default ECDSA message scheme; pass one (eip191, bip137, digest)"
+        ) from None
 
 
 async def register_key(client: QdayClient, keypair: pqc.KeyPair, chain: str) -> PqKey:
@@ -38,9 +39,17 @@ async def register_key(client: QdayClient, keypair: pqc.KeyPair, chain: str) -> 
     return await client.register_key(keypair.algorithm.value, chain, public_key, challenge.challenge, signature.hex())
 
 
-async def attest(client: QdayClient, signer: EcdsaSigner, keypair: pqc.KeyPair, *, chain: str = "ethereum",
-                 scheme: str | None = None, message: bytes | None = None, context: bytes = b"",
-                 metadata: dict[str, Any] | None = None) -> Attestation:
+async def attest(
+    client: QdayClient,
+    signer: EcdsaSigner,
+    keypair: pqc.KeyPair,
+    *,
+    chain: str = "ethereum",
+    scheme: str | None = None,
+    message: bytes | None = None,
+    context: bytes = b"",
+    metadata: dict[str, Any] | None = None,
+) -> Attestation:
     """Create a hybrid attestation. Without ``message`` it is strict: the server's
     single-use statement naming both keys is fetched and signed (replay-proof);
     with one, that message is signed as given."""
@@ -52,7 +61,15 @@ async def attest(client: QdayClient, signer: EcdsaSigner, keypair: pqc.KeyPair, 
         statement = await client.attestation_challenge(signer_key, pqc_public_key, keypair.algorithm.value, chain)
         message = statement.statement.encode()
     return await client.sign_hybrid(
-        message=message.hex(), ecdsa_signature=signer.sign(message, chosen).hex(), ecdsa_public_key=signer_key,
-        pqc_signature=keyfile.sign(keypair, message, context).hex(), pqc_public_key=pqc_public_key,
-        algorithm=keypair.algorithm.value, chain=chain, ecdsa_scheme=chosen, context=context.hex(), strict=strict,
-        metadata=metadata)
+        message=message.hex(),
+        ecdsa_signature=signer.sign(message, chosen).hex(),
+        ecdsa_public_key=signer_key,
+        pqc_signature=keyfile.sign(keypair, message, context).hex(),
+        pqc_public_key=pqc_public_key,
+        algorithm=keypair.algorithm.value,
+        chain=chain,
+        ecdsa_scheme=chosen,
+        context=context.hex(),
+        strict=strict,
+        metadata=metadata,
+    )

@@ -39,11 +39,20 @@ def sign(keypair: pqc.KeyPair, message: bytes, context: bytes = b"") -> bytes:
 
 
 def _document(keypair: pqc.KeyPair) -> bytes:
-    return json.dumps({
-        "format": KEY_FILE_FORMAT, "algorithm": keypair.algorithm.value, "publicKey": keypair.public_key.hex(),
-        "privateKey": keypair.private_key.hex(), "seed": keypair.seed.hex(),
-        "fingerprint": pqc.public_key_fingerprint(keypair.public_key),
-    }, indent=2).encode() + b"\n"
+    return (
+        json.dumps(
+            {
+                "format": KEY_FILE_FORMAT,
+                "algorithm": keypair.algorithm.value,
+                "publicKey": keypair.public_key.hex(),
+                "privateKey": keypair.private_key.hex(),
+                "seed": keypair.seed.hex(),
+                "fingerprint": pqc.public_key_fingerprint(keypair.public_key),
+            },
+            indent=2,
+        ).encode()
+        + b"\n"
+    )
 
 
 def save(keypair: pqc.KeyPair, path: Path, *, overwrite: bool = False) -> Path:
@@ -61,8 +70,12 @@ def load(path: Path) -> pqc.KeyPair:
         doc = json.loads(text)
         if doc.get("format") != KEY_FILE_FORMAT or not all(isinstance(doc.get(f), str) for f in _FIELDS):
             raise ValueError("not a qday key file")
-        stored = pqc.KeyPair(pqc.parse_algorithm(doc["algorithm"]), bytes.fromhex(doc["publicKey"]),
-                             bytes.fromhex(doc["privateKey"]), bytes.fromhex(doc["seed"]))
+        stored = pqc.KeyPair(
+            pqc.parse_algorithm(doc["algorithm"]),
+            bytes.fromhex(doc["publicKey"]),
+            bytes.fromhex(doc["privateKey"]),
+            bytes.fromhex(doc["seed"]),
+        )
     except (ValueError, AttributeError, pqc.PqcError):
         raise LocalError(f"{path} is not a {KEY_FILE_FORMAT} key file") from None
     return _checked(stored, str(path))
@@ -83,6 +96,10 @@ def from_generated(key: GeneratedKey) -> pqc.KeyPair:
     so keys made by ``POST /v1/keys/generate`` can be saved and used locally."""
     if key.format != "hex":
         raise LocalError(f"expected a hex-format key, got {key.format}")
-    stored = pqc.KeyPair(pqc.parse_algorithm(key.algorithm), bytes.fromhex(key.public_key),
-                         bytes.fromhex(key.private_key), bytes.fromhex(key.seed))
+    stored = pqc.KeyPair(
+        pqc.parse_algorithm(key.algorithm),
+        bytes.fromhex(key.public_key),
+        bytes.fromhex(key.private_key),
+        bytes.fromhex(key.seed),
+    )
     return _checked(stored, f"server key {key.id}")

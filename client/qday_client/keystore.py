@@ -32,10 +32,10 @@ def _derive(kdf: str, params: dict[str, Any], password: bytes) -> bytes:
         n, r, p = int(params["n"]), int(params["r"]), int(params["p"])
         needed = 128 * r * (n + p + 2)
         if needed > MAX_SCRYPT_MEMORY:
-            raise LocalError(f"keystore scrypt parameters need {needed >> 20} MiB; refusing more than "
-                             f"{MAX_SCRYPT_MEMORY >> 20} MiB")
-        return hashlib.scrypt(password, salt=salt, n=n, r=r, p=p, dklen=int(params["dklen"]),
-                              maxmem=needed + (1 << 20))
+            raise LocalError(
+                f"keystore scrypt parameters need {needed >> 20} MiB; refusing more than {MAX_SCRYPT_MEMORY >> 20} MiB"
+            )
+        return hashlib.scrypt(password, salt=salt, n=n, r=r, p=p, dklen=int(params["dklen"]), maxmem=needed + (1 << 20))
     if kdf == "pbkdf2":
         if params.get("prf") != "hmac-sha256":
             raise LocalError(f"unsupported keystore PBKDF2 function {params.get('prf')!r}")

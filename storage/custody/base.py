@@ -29,7 +29,7 @@ from typing import Protocol
 
 from cryptography.hazmat.primitives.asymmetric import mldsa as _cg
 
-from pqc import Algorithm, Family, SPECS
+from pqc import SPECS, Algorithm, Family
 from storage.errors import StorageError
 
 #: Algorithms a managed key may use: ML-DSA only (the spec's rule).

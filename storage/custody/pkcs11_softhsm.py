@@ -106,7 +106,9 @@ def _acquire_module(path: str, conf: Path | None) -> _LoadedModule:
         if loaded.users:
             raise CustodyUnavailable(
                 f"this process already uses the SoftHSM2 configuration {loaded.conf}; SoftHSM2 reads one "
-                "configuration per process", configured=wanted)
+                "configuration per process",
+                configured=wanted,
+            )
         os.environ["SOFTHSM2_CONF"] = wanted
         loaded.lib.reinitialize()
         loaded.conf, loaded.sessions = wanted, {}
@@ -193,15 +195,23 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def _util() -> str:
-    found = shutil.which("softhsm2-util") or ("/usr/bin/softhsm2-util" if Path("/usr/bin/softhsm2-util").exists() else None)
+    found = shutil.which("softhsm2-util") or (
+        "/usr/bin/softhsm2-util" if Path("/usr/bin/softhsm2-util").exists() else None
+    )
     if found is None:
         raise CustodyUnavailable("softhsm2-util not found: install SoftHSM2 (Debian: apt-get install softhsm2)")
     return found
 
 
 def _token_labels(conf: Path) -> set[str]:
-    done = subprocess.run([_util(), "--show-slots"], env={**os.environ, "SOFTHSM2_CONF": str(conf)},
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [_util(), "--show-slots"],
+        env={**os.environ, "SOFTHSM2_CONF": str(conf)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     if done.returncode != 0:
         raise CustodyUnavailable(f"softhsm2-util --show-slots failed (exit {done.returncode}) for {conf}")
     return {m.group(1) for m in re.finditer(r"^\s*Label:\s*(.*?)\s*$", done.stdout, flags=re.M) if m.group(1)}
@@ -219,15 +229,20 @@ def ensure_softhsm_token(conf: Path, label: str = DEFAULT_TOKEN_LABEL, pin: str 
     layout.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not conf.exists():
         layout.tokens.mkdir(mode=0o700, exist_ok=True)
-        _write_private(conf, "# qday managed custody: embedded SoftHSM2 token (created by qday)\n"
-                             f"directories.tokendir = {layout.tokens.absolute()}/\n"
-                             "objectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n")
+        _write_private(
+            conf,
+            "# qday managed custody: embedded SoftHSM2 token (created by qday)\n"
+            f"directories.tokendir = {layout.tokens.absolute()}/\n"
+            "objectstore.backend = file\nlog.level = ERROR\nslots.removable = false\n",
+        )
     if label in _token_labels(conf):
         if pin:
             return pin
         if layout.user_pin.exists():
             return layout.user_pin.read_text().strip()
-        raise CustodyUnavailable(f"token {label!r} exists under {conf} but its user PIN is unknown: set QDAY_CUSTODY_PIN")
+        raise CustodyUnavailable(
+            f"token {label!r} exists under {conf} but its user PIN is unknown: set QDAY_CUSTODY_PIN"
+        )
     user_pin = pin
     if not user_pin:
         if not layout.user_pin.exists():
@@ -240,7 +255,11 @@ def ensure_softhsm_token(conf: Path, label: str = DEFAULT_TOKEN_LABEL, pin: str 
     # list for the few milliseconds it runs (local, owner-only set-up step).
     done = subprocess.run(
         [_util(), "--init-token", "--free", "--label", label, "--pin", user_pin, "--so-pin", so_pin],
-        env={**os.environ, "SOFTHSM2_CONF": str(conf)}, capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "SOFTHSM2_CONF": str(conf)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     if done.returncode != 0:
         raise CustodyUnavailable(f"softhsm2-util --init-token failed (exit {done.returncode}) for {conf}")
@@ -259,9 +278,9 @@ def _parse_blob(key_ref: bytes) -> tuple[bytes, bytes, bytes]:
     if len(key_ref) < 2 or key_ref[0] != _BLOB_VERSION:
         raise CustodyIntegrityError("stored key material has an unknown format")
     id_len = key_ref[1]
-    wrap_id = key_ref[2:2 + id_len]
-    iv = key_ref[2 + id_len:2 + id_len + _IV_BYTES]
-    ciphertext = key_ref[2 + id_len + _IV_BYTES:]
+    wrap_id = key_ref[2 : 2 + id_len]
+    iv = key_ref[2 + id_len : 2 + id_len + _IV_BYTES]
+    ciphertext = key_ref[2 + id_len + _IV_BYTES :]
     if len(wrap_id) != id_len or len(iv) != _IV_BYTES or len(ciphertext) != _SEED_BYTES + _TAG_BITS // 8:
         raise CustodyIntegrityError("stored key material is truncated")
     return wrap_id, iv, ciphertext
@@ -276,8 +295,15 @@ class Pkcs11WrappedSeedCustody:
 
     name = BACKEND_NAME
 
-    def __init__(self, module: str, token_label: str, pin: str, wrap_label: str = DEFAULT_WRAP_LABEL,
-                 conf: Path | None = None, create_wrap_key: bool = True) -> None:
+    def __init__(
+        self,
+        module: str,
+        token_label: str,
+        pin: str,
+        wrap_label: str = DEFAULT_WRAP_LABEL,
+        conf: Path | None = None,
+        create_wrap_key: bool = True,
+    ) -> None:
         if not Path(module).is_file():
             raise CustodyUnavailable(f"PKCS#11 module {module} not found (SoftHSM2: apt-get install softhsm2)")
         if not pin:
@@ -338,8 +364,11 @@ class Pkcs11WrappedSeedCustody:
     def _find_wrap_keys(self) -> list[Any]:
         pkcs11 = _pkcs11()
         A = pkcs11.Attribute
-        return list(self._session.get_objects({A.CLASS: pkcs11.ObjectClass.SECRET_KEY, A.KEY_TYPE: pkcs11.KeyType.AES,
-                                               A.LABEL: self._wrap_label}))
+        return list(
+            self._session.get_objects(
+                {A.CLASS: pkcs11.ObjectClass.SECRET_KEY, A.KEY_TYPE: pkcs11.KeyType.AES, A.LABEL: self._wrap_label}
+            )
+        )
 
     def _wrapping_key(self, create: bool) -> bytes:
         pkcs11 = _pkcs11()
@@ -349,17 +378,33 @@ class Pkcs11WrappedSeedCustody:
             if not create:
                 raise CustodyUnavailable(f"no AES wrapping key labelled {self._wrap_label!r} on the token")
             self._session.generate_key(
-                pkcs11.KeyType.AES, 256, id=os.urandom(16), label=self._wrap_label, store=True,
-                template={A.TOKEN: True, A.PRIVATE: True, A.SENSITIVE: True, A.EXTRACTABLE: False,
-                          A.MODIFIABLE: False, A.ENCRYPT: True, A.DECRYPT: True, A.WRAP: False, A.UNWRAP: False,
-                          A.SIGN: False, A.VERIFY: False, A.DERIVE: False},
+                pkcs11.KeyType.AES,
+                256,
+                id=os.urandom(16),
+                label=self._wrap_label,
+                store=True,
+                template={
+                    A.TOKEN: True,
+                    A.PRIVATE: True,
+                    A.SENSITIVE: True,
+                    A.EXTRACTABLE: False,
+                    A.MODIFIABLE: False,
+                    A.ENCRYPT: True,
+                    A.DECRYPT: True,
+                    A.WRAP: False,
+                    A.UNWRAP: False,
+                    A.SIGN: False,
+                    A.VERIFY: False,
+                    A.DERIVE: False,
+                },
             )
             log.info("generated the custody wrapping key %r on token %r", self._wrap_label, self._token_label)
             keys = self._find_wrap_keys()
         for key in keys:
             if not key[A.SENSITIVE] or key[A.EXTRACTABLE]:
-                raise CustodyUnavailable(f"wrapping key {self._wrap_label!r} is extractable or not sensitive; "
-                                         "refusing to use it")
+                raise CustodyUnavailable(
+                    f"wrapping key {self._wrap_label!r} is extractable or not sensitive; refusing to use it"
+                )
             self._wrap_keys[bytes(key[A.ID])] = key
         # Two processes racing on a module without a shared lock file may both create
         # one; each blob names its key, so either works. New blobs use the lowest id.
@@ -419,8 +464,12 @@ class Pkcs11WrappedSeedCustody:
 
     def describe(self) -> dict[str, str]:
         """Module, token and wrapping-key identity (nothing secret)."""
-        return {"backend": self.name, "module": self._module, "token": self._token_label,
-                "wrappingKey": f"{self._wrap_label}/{self._current_id.hex()}"}
+        return {
+            "backend": self.name,
+            "module": self._module,
+            "token": self._token_label,
+            "wrappingKey": f"{self._wrap_label}/{self._current_id.hex()}",
+        }
 
     def close(self) -> None:
         """Close this instance's session (the module stays loaded for the process)."""
@@ -450,8 +499,13 @@ class Pkcs11WrappedSeedCustody:
             key = self._wrap_key(wrap_id)
             try:
                 return getattr(key, operation)(data, mechanism=pkcs11.Mechanism.AES_GCM, mechanism_param=params)
-            except (pkcs11.GeneralError, pkcs11.EncryptedDataInvalid, pkcs11.EncryptedDataLenRange,
-                    pkcs11.DataInvalid, pkcs11.DataLenRange) as exc:
+            except (
+                pkcs11.GeneralError,
+                pkcs11.EncryptedDataInvalid,
+                pkcs11.EncryptedDataLenRange,
+                pkcs11.DataInvalid,
+                pkcs11.DataLenRange,
+            ) as exc:
                 if operation == "decrypt":
                     raise CustodyIntegrityError("stored key material failed its integrity check") from None
                 raise CustodyUnavailable(f"the custody token failed to wrap a key ({type(exc).__name__})") from None
@@ -471,8 +525,13 @@ class Pkcs11WrappedSeedCustody:
             scrub_bytes(plain)
 
 
-def open_softhsm(conf: Path, token_label: str = DEFAULT_TOKEN_LABEL, pin: str = "",
-                 wrap_label: str = DEFAULT_WRAP_LABEL, module: str = SOFTHSM_MODULE) -> Pkcs11WrappedSeedCustody:
+def open_softhsm(
+    conf: Path,
+    token_label: str = DEFAULT_TOKEN_LABEL,
+    pin: str = "",
+    wrap_label: str = DEFAULT_WRAP_LABEL,
+    module: str = SOFTHSM_MODULE,
+) -> Pkcs11WrappedSeedCustody:
     """The embedded default: create the SoftHSM2 token under ``conf``'s directory
     on first use (with generated PINs unless ``pin`` is given), then open it."""
     if not Path(module).is_file():

@@ -11,7 +11,9 @@ KEYS = "/v1/auth/api-keys"
 
 
 async def test_create_returns_full_key_once(client, tenant):
-    r = await client.post(KEYS, json={"name": "ci", "type": "secret", "environment": "test"}, headers=tenant.auth("session"))
+    r = await client.post(
+        KEYS, json={"name": "ci", "type": "secret", "environment": "test"}, headers=tenant.auth("session")
+    )
     assert r.status_code == 201
     data = assert_meta(r)["data"]
     assert re.fullmatch(r"svc_sec_test_sk_[0-9A-Za-z]{43}", data["key"])
@@ -25,8 +27,9 @@ async def test_create_returns_full_key_once(client, tenant):
 
 
 async def test_publishable_key_format(client, tenant):
-    r = await client.post(KEYS, json={"name": "web", "type": "publishable", "environment": "live"},
-                          headers=tenant.auth("session"))
+    r = await client.post(
+        KEYS, json={"name": "web", "type": "publishable", "environment": "live"}, headers=tenant.auth("session")
+    )
     assert re.fullmatch(r"svc_pub_live_pk_[0-9A-Za-z]{43}", r.json()["data"]["key"])
 
 
@@ -57,8 +60,11 @@ async def test_x_api_key_header_is_accepted(client, tenant):
 
 
 async def test_deleted_key_gets_auth_002_immediately(client, tenant):
-    extra = (await client.post(KEYS, json={"name": "tmp", "type": "secret", "environment": "live"},
-                               headers=tenant.auth("session"))).json()["data"]
+    extra = (
+        await client.post(
+            KEYS, json={"name": "tmp", "type": "secret", "environment": "live"}, headers=tenant.auth("session")
+        )
+    ).json()["data"]
     headers = {"Authorization": f"Bearer {extra['key']}"}
     assert (await client.get(KEYS, headers=headers)).status_code == 200
     r = await client.delete(f"{KEYS}/{extra['id']}", headers=tenant.auth("secret_live"))
@@ -115,10 +121,18 @@ async def test_secret_key_manages_only_its_environment(client):
     tenant = await make_tenant(client, ("secret_live", "secret_test"))
     live_list = (await client.get(KEYS, headers=tenant.auth("secret_live"))).json()["data"]
     assert {k["environment"] for k in live_list} == {"live"}
-    assert_error(await client.post(KEYS, json={"name": "x", "type": "secret", "environment": "live"},
-                                   headers=tenant.auth("secret_test")), 403, "AUTH_003")
-    assert_error(await client.delete(f"{KEYS}/{tenant.keys['secret_live']['id']}", headers=tenant.auth("secret_test")),
-                 403, "AUTH_003")
+    assert_error(
+        await client.post(
+            KEYS, json={"name": "x", "type": "secret", "environment": "live"}, headers=tenant.auth("secret_test")
+        ),
+        403,
+        "AUTH_003",
+    )
+    assert_error(
+        await client.delete(f"{KEYS}/{tenant.keys['secret_live']['id']}", headers=tenant.auth("secret_test")),
+        403,
+        "AUTH_003",
+    )
     both = (await client.get(KEYS, headers=tenant.auth("session"))).json()["data"]
     assert {k["environment"] for k in both} == {"live", "test"}
 

@@ -17,16 +17,39 @@ hexish = st.one_of(
     st.text(max_size=40),
 )
 values = st.one_of(hexish, st.integers(), st.none(), st.booleans(), st.lists(st.integers(), max_size=2))
-HYBRID_FIELDS = ["message", "ecdsaSignature", "ecdsaPublicKey", "pqcSignature", "pqcPublicKey", "algorithm", "chain",
-                 "ecdsaScheme", "context", "strict", "metadata"]
-VERIFY_FIELDS = ["attestationId", "message", "ecdsaSignature", "ecdsaPublicKey", "pqcSignature", "pqcPublicKey",
-                 "algorithm", "public_key", "signature", "context", "chain"]
+HYBRID_FIELDS = [
+    "message",
+    "ecdsaSignature",
+    "ecdsaPublicKey",
+    "pqcSignature",
+    "pqcPublicKey",
+    "algorithm",
+    "chain",
+    "ecdsaScheme",
+    "context",
+    "strict",
+    "metadata",
+]
+VERIFY_FIELDS = [
+    "attestationId",
+    "message",
+    "ecdsaSignature",
+    "ecdsaPublicKey",
+    "pqcSignature",
+    "pqcPublicKey",
+    "algorithm",
+    "public_key",
+    "signature",
+    "context",
+    "chain",
+]
 algorithms = st.sampled_from(["ml-dsa-44", "ml-dsa-65", "slh-dsa-128s", "ML-DSA-87", "dilithium", ""])
 
 
 def _bodies(fields):
     return st.dictionaries(st.sampled_from(fields), values, max_size=len(fields)).flatmap(
-        lambda d: algorithms.map(lambda a: {**d, "algorithm": a} if "algorithm" in d else d))
+        lambda d: algorithms.map(lambda a: {**d, "algorithm": a} if "algorithm" in d else d)
+    )
 
 
 _state: dict[str, dict[str, str]] = {}
@@ -42,8 +65,18 @@ async def _auth(app) -> dict[str, str]:
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(path=st.sampled_from(["/v1/sign/hybrid", "/v1/verify", "/v1/attestations/challenge", "/v1/keys/register",
-                             "/v1/keys/register/challenge"]), body=st.data())
+@given(
+    path=st.sampled_from(
+        [
+            "/v1/sign/hybrid",
+            "/v1/verify",
+            "/v1/attestations/challenge",
+            "/v1/keys/register",
+            "/v1/keys/register/challenge",
+        ]
+    ),
+    body=st.data(),
+)
 async def test_crypto_endpoints_never_answer_5xx(app, path, body):
     fields = VERIFY_FIELDS if path == "/v1/verify" else HYBRID_FIELDS + ["publicKey", "challenge", "signature"]
     payload = body.draw(_bodies(fields))

@@ -51,7 +51,9 @@ async def test_wrong_method_is_enveloped_405(client):
 async def test_oversized_body_is_enveloped_413(client):
     body = b'{"email": "' + b"a" * 70_000 + b'"}'
     error = assert_error(
-        await client.post("/v1/auth/register", content=body, headers={"content-type": "application/json"}), 413, "REQ_004"
+        await client.post("/v1/auth/register", content=body, headers={"content-type": "application/json"}),
+        413,
+        "REQ_004",
     )
     assert error["details"]["limit"] == 65536
 

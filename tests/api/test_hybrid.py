@@ -8,8 +8,8 @@ import os
 import pytest
 
 import pqc
-from chains.codecs.bech32 import WitnessProgram, encode_segwit
 from chains.codecs.base58 import b58check_encode
+from chains.codecs.bech32 import WitnessProgram, encode_segwit
 from pqc.hashes import hash160
 from tests.api.test_envelope import assert_error, assert_meta
 from tests.signing import PqSigner, bip137_signature, digest_signature, eip191_signature, evm_address, public_key
@@ -19,12 +19,20 @@ HYBRID = "/v1/sign/hybrid"
 VERIFY = "/v1/verify"
 
 
-async def _registered_signer(client, tenant: Tenant, algorithm: str = "ml-dsa-65", key: str = "secret_live") -> PqSigner:
-    r = await client.post("/v1/keys/generate", json={"algorithm": algorithm, "chain": "ethereum"}, headers=tenant.auth(key))
+async def _registered_signer(
+    client, tenant: Tenant, algorithm: str = "ml-dsa-65", key: str = "secret_live"
+) -> PqSigner:
+    r = await client.post(
+        "/v1/keys/generate", json={"algorithm": algorithm, "chain": "ethereum"}, headers=tenant.auth(key)
+    )
     assert r.status_code == 201, r.text
     data = r.json()["data"]
-    keypair = pqc.KeyPair(pqc.parse_algorithm(algorithm), bytes.fromhex(data["publicKey"]),
-                          bytes.fromhex(data["privateKey"]), bytes.fromhex(data["seed"]))
+    keypair = pqc.KeyPair(
+        pqc.parse_algorithm(algorithm),
+        bytes.fromhex(data["publicKey"]),
+        bytes.fromhex(data["privateKey"]),
+        bytes.fromhex(data["seed"]),
+    )
     return PqSigner(algorithm, keypair)
 
 
@@ -83,10 +91,15 @@ async def test_bitcoin_signmessage_with_address(client, signer_setup, address_ty
     tenant, pq, ecdsa_key = signer_setup
     message = b"bitcoin migration proof"
     key_hash = hash160(public_key(ecdsa_key))
-    address = (b58check_encode(b"\x00" + key_hash) if address_type == "p2pkh"
-               else encode_segwit("bc", WitnessProgram(0, key_hash)))
-    body = {**_hybrid_body(message, ecdsa_key, pq, chain="bitcoin", ecdsaPublicKey=address),
-            "ecdsaSignature": bip137_signature(ecdsa_key, message).hex()}
+    address = (
+        b58check_encode(b"\x00" + key_hash)
+        if address_type == "p2pkh"
+        else encode_segwit("bc", WitnessProgram(0, key_hash))
+    )
+    body = {
+        **_hybrid_body(message, ecdsa_key, pq, chain="bitcoin", ecdsaPublicKey=address),
+        "ecdsaSignature": bip137_signature(ecdsa_key, message).hex(),
+    }
     r = await client.post(HYBRID, json=body, headers=tenant.auth("secret_live"))
     assert r.status_code == 201, r.text
     assert r.json()["data"]["ecdsaScheme"] == "bip137"
@@ -96,8 +109,11 @@ async def test_digest_scheme_and_context(client, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
     digest = os.urandom(32)
     context = b"qday test context"
-    body = {**_hybrid_body(digest, ecdsa_key, pq, ecdsaScheme="digest", context=context.hex()),
-            "ecdsaSignature": digest_signature(ecdsa_key, digest).hex(), "pqcSignature": pq.sign(digest, context).hex()}
+    body = {
+        **_hybrid_body(digest, ecdsa_key, pq, ecdsaScheme="digest", context=context.hex()),
+        "ecdsaSignature": digest_signature(ecdsa_key, digest).hex(),
+        "pqcSignature": pq.sign(digest, context).hex(),
+    }
     r = await client.post(HYBRID, json=body, headers=tenant.auth("secret_live"))
     assert r.status_code == 201, r.text
     assert r.json()["data"]["context"] == context.hex()
@@ -130,23 +146,35 @@ async def test_high_s_and_malformed_ecdsa_signatures_are_refused(client, signer_
     n = pqc.secp256k1.CURVE_ORDER
     s = int.from_bytes(sig[32:64], "big")
     high_s = sig[:32] + (n - s).to_bytes(32, "big") + bytes((27 + ((sig[64] - 27) ^ 1),))
-    assert_error(await client.post(HYBRID, json={**body, "ecdsaSignature": high_s.hex()},
-                                   headers=tenant.auth("secret_live")), 422, "PQC_004")
+    assert_error(
+        await client.post(HYBRID, json={**body, "ecdsaSignature": high_s.hex()}, headers=tenant.auth("secret_live")),
+        422,
+        "PQC_004",
+    )
     for malformed in (sig[:64].hex(), (sig[:64] + b"\x05").hex(), (b"\x00" * 32 + sig[32:]).hex(), "0x"):
-        assert_error(await client.post(HYBRID, json={**body, "ecdsaSignature": malformed},
-                                       headers=tenant.auth("secret_live")), 400, "PQC_002")
+        assert_error(
+            await client.post(HYBRID, json={**body, "ecdsaSignature": malformed}, headers=tenant.auth("secret_live")),
+            400,
+            "PQC_002",
+        )
 
 
 async def test_unregistered_or_foreign_pq_key_is_pqc_003(client, signer_setup):
     tenant, _, ecdsa_key = signer_setup
     stranger = PqSigner.new("ml-dsa-65")
-    error = assert_error(await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, stranger),
-                                           headers=tenant.auth("secret_live")), 400, "PQC_003")
+    error = assert_error(
+        await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, stranger), headers=tenant.auth("secret_live")),
+        400,
+        "PQC_003",
+    )
     assert error["details"]["field"] == "pqcPublicKey"
     other = await make_tenant(client)
     others_key = await _registered_signer(client, other)
-    assert_error(await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, others_key),
-                                   headers=tenant.auth("secret_live")), 400, "PQC_003")
+    assert_error(
+        await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, others_key), headers=tenant.auth("secret_live")),
+        400,
+        "PQC_003",
+    )
 
 
 async def test_attestations_are_invisible_across_tenants_and_environments(client):
@@ -154,15 +182,20 @@ async def test_attestations_are_invisible_across_tenants_and_environments(client
     pq = await _registered_signer(client, tenant, key="secret_test")
     ecdsa_key = os.urandom(32)
     # A key registered in test is unknown in live.
-    assert_error(await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, pq), headers=tenant.auth("secret_live")),
-                 400, "PQC_003")
+    assert_error(
+        await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, pq), headers=tenant.auth("secret_live")),
+        400,
+        "PQC_003",
+    )
     r = await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, pq), headers=tenant.auth("secret_test"))
     att_id = r.json()["data"]["id"]
-    assert_error(await client.post(VERIFY, json={"attestationId": att_id}, headers=tenant.auth("secret_live")),
-                 404, "REQ_005")
+    assert_error(
+        await client.post(VERIFY, json={"attestationId": att_id}, headers=tenant.auth("secret_live")), 404, "REQ_005"
+    )
     other = await make_tenant(client, ("secret_test",))
-    assert_error(await client.post(VERIFY, json={"attestationId": att_id}, headers=other.auth("secret_test")),
-                 404, "REQ_005")
+    assert_error(
+        await client.post(VERIFY, json={"attestationId": att_id}, headers=other.auth("secret_test")), 404, "REQ_005"
+    )
 
 
 async def test_slh_dsa_is_not_a_hybrid_algorithm(client, signer_setup):
@@ -173,20 +206,30 @@ async def test_slh_dsa_is_not_a_hybrid_algorithm(client, signer_setup):
 
 async def test_chain_without_default_scheme_must_name_one(client, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
-    error = assert_error(await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, pq, chain="solana"),
-                                           headers=tenant.auth("secret_live")), 400, "REQ_001")
+    error = assert_error(
+        await client.post(
+            HYBRID, json=_hybrid_body(b"m", ecdsa_key, pq, chain="solana"), headers=tenant.auth("secret_live")
+        ),
+        400,
+        "REQ_001",
+    )
     assert error["details"]["field"] == "ecdsaScheme"
-    r = await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, pq, chain="solana", ecdsaScheme="eip191"),
-                          headers=tenant.auth("secret_live"))
+    r = await client.post(
+        HYBRID,
+        json=_hybrid_body(b"m", ecdsa_key, pq, chain="solana", ecdsaScheme="eip191"),
+        headers=tenant.auth("secret_live"),
+    )
     assert r.status_code == 201
 
 
 async def test_strict_mode_accepts_each_issued_statement_once(client, clock, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
     claim = evm_address(ecdsa_key)
-    r = await client.post("/v1/attestations/challenge", json={"ecdsaPublicKey": claim, "pqcPublicKey": pq.public_hex,
-                                                             "algorithm": pq.algorithm},
-                          headers=tenant.auth("secret_live"))
+    r = await client.post(
+        "/v1/attestations/challenge",
+        json={"ecdsaPublicKey": claim, "pqcPublicKey": pq.public_hex, "algorithm": pq.algorithm},
+        headers=tenant.auth("secret_live"),
+    )
     assert r.status_code == 201, r.text
     statement = r.json()["data"]
     text = statement["statement"]
@@ -200,16 +243,22 @@ async def test_strict_mode_accepts_each_issued_statement_once(client, clock, sig
     assert first.json()["data"]["strict"] is True
     assert_error(await client.post(HYBRID, json=body, headers=tenant.auth("secret_live")), 409, "ATT_002")
     # A copied public signature over an arbitrary message is refused in strict mode.
-    assert_error(await client.post(HYBRID, json=_hybrid_body(b"anything", ecdsa_key, pq, strict=True),
-                                   headers=tenant.auth("secret_live")), 400, "ATT_001")
+    assert_error(
+        await client.post(
+            HYBRID, json=_hybrid_body(b"anything", ecdsa_key, pq, strict=True), headers=tenant.auth("secret_live")
+        ),
+        400,
+        "ATT_001",
+    )
 
 
 async def test_strict_statement_cannot_be_mixed_with_other_keys_or_expire(client, clock, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
     other_pq = await _registered_signer(client, tenant)
     request = {"ecdsaPublicKey": evm_address(ecdsa_key), "pqcPublicKey": pq.public_hex, "algorithm": pq.algorithm}
-    statement = (await client.post("/v1/attestations/challenge", json=request,
-                                   headers=tenant.auth("secret_live"))).json()["data"]
+    statement = (
+        await client.post("/v1/attestations/challenge", json=request, headers=tenant.auth("secret_live"))
+    ).json()["data"]
     message = bytes.fromhex(statement["message"])
     mixed = _hybrid_body(message, ecdsa_key, other_pq, ecdsaPublicKey=evm_address(ecdsa_key), strict=True)
     assert_error(await client.post(HYBRID, json=mixed, headers=tenant.auth("secret_live")), 400, "ATT_001")
@@ -229,8 +278,9 @@ async def test_verify_raw_components_reports_each_half(client, signer_setup):
     v = (await client.post(VERIFY, json=bad, headers=tenant.auth("secret_live"))).json()["data"]
     assert (v["valid"], v["ecdsaValid"], v["pqcValid"]) == (False, True, False)
     stranger = PqSigner.new()  # raw verification does not require registration
-    v = (await client.post(VERIFY, json=_hybrid_body(message, ecdsa_key, stranger),
-                           headers=tenant.auth("secret_live"))).json()["data"]
+    v = (
+        await client.post(VERIFY, json=_hybrid_body(message, ecdsa_key, stranger), headers=tenant.auth("secret_live"))
+    ).json()["data"]
     assert v["valid"]
 
 
@@ -238,8 +288,12 @@ async def test_verify_raw_components_reports_each_half(client, signer_setup):
 async def test_verify_single_signature_form(client, tenant, algorithm):
     signer = PqSigner.new(algorithm)
     message = b"managed custody verification"
-    body = {"public_key": signer.public_hex, "message": message.hex(), "signature": signer.sign(message).hex(),
-            "algorithm": algorithm}
+    body = {
+        "public_key": signer.public_hex,
+        "message": message.hex(),
+        "signature": signer.sign(message).hex(),
+        "algorithm": algorithm,
+    }
     v = (await client.post(VERIFY, json=body, headers=tenant.auth("secret_live"))).json()["data"]
     assert v["valid"] and v["pqcValid"] and v["ecdsaValid"] is None
     v = (await client.post(VERIFY, json={**body, "message": "00"}, headers=tenant.auth("secret_live"))).json()["data"]
@@ -248,11 +302,22 @@ async def test_verify_single_signature_form(client, tenant, algorithm):
 
 async def test_verify_rejects_mixed_or_partial_forms(client, tenant):
     headers = tenant.auth("secret_live")
-    for body in ({}, {"attestationId": "att_x", "message": "00"}, {"message": "00", "algorithm": "ml-dsa-44"},
-                 {"public_key": "00", "message": "00", "signature": "00", "algorithm": "ml-dsa-44", "chain": "x"}):
+    for body in (
+        {},
+        {"attestationId": "att_x", "message": "00"},
+        {"message": "00", "algorithm": "ml-dsa-44"},
+        {"public_key": "00", "message": "00", "signature": "00", "algorithm": "ml-dsa-44", "chain": "x"},
+    ):
         assert_error(await client.post(VERIFY, json=body, headers=headers), 400, "REQ_001")
-    error = assert_error(await client.post(VERIFY, json={"public_key": "00", "message": "00", "signature": "00",
-                                                         "algorithm": "ml-dsa-44"}, headers=headers), 400, "PQC_002")
+    error = assert_error(
+        await client.post(
+            VERIFY,
+            json={"public_key": "00", "message": "00", "signature": "00", "algorithm": "ml-dsa-44"},
+            headers=headers,
+        ),
+        400,
+        "PQC_002",
+    )
     assert error["details"]["field"] in ("public_key", "signature")
 
 
@@ -260,6 +325,7 @@ async def test_hex_fields_name_themselves(client, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
     body = _hybrid_body(b"m", ecdsa_key, pq)
     for field in ("message", "ecdsaSignature", "pqcSignature", "pqcPublicKey"):
-        error = assert_error(await client.post(HYBRID, json={**body, field: "0xzz"}, headers=tenant.auth("secret_live")),
-                             400, "PQC_002")
+        error = assert_error(
+            await client.post(HYBRID, json={**body, field: "0xzz"}, headers=tenant.auth("secret_live")), 400, "PQC_002"
+        )
         assert error["details"]["field"] == field

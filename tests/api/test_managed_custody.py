@@ -53,19 +53,38 @@ async def _tenant(client, app, plan: Plan = Plan.PRO, keys=("secret_live",)):
 
 
 async def _managed(client, tenant, algorithm="ml-dsa-65", key="secret_live", **extra) -> dict:
-    r = await client.post(GENERATE, json={"algorithm": algorithm, "chain": "ethereum", "custody": "managed", **extra},
-                          headers=tenant.auth(key))
+    r = await client.post(
+        GENERATE,
+        json={"algorithm": algorithm, "chain": "ethereum", "custody": "managed", **extra},
+        headers=tenant.auth(key),
+    )
     assert r.status_code == 201, r.text
     return assert_meta(r)["data"]
 
 
 async def _sign(client, tenant, key_id, message=b"hello", algorithm="ml-dsa-65", key="secret_live", **extra):
-    return await client.post(SIGN, json={"key_id": key_id, "message": message.hex(), "algorithm": algorithm, **extra},
-                             headers=tenant.auth(key))
+    return await client.post(
+        SIGN,
+        json={"key_id": key_id, "message": message.hex(), "algorithm": algorithm, **extra},
+        headers=tenant.auth(key),
+    )
 
 
-MANAGED_FIELDS = {"custody", "id", "algorithm", "chain", "publicKey", "fingerprint", "format", "state", "environment",
-                  "createdAt", "deletionRequestedAt", "deletionScheduledAt", "destroyedAt"}
+MANAGED_FIELDS = {
+    "custody",
+    "id",
+    "algorithm",
+    "chain",
+    "publicKey",
+    "fingerprint",
+    "format",
+    "state",
+    "environment",
+    "createdAt",
+    "deletionRequestedAt",
+    "deletionScheduledAt",
+    "destroyedAt",
+}
 
 
 @requires_softhsm
@@ -75,7 +94,12 @@ async def test_managed_generation_returns_the_public_key_only(mclient, mapp, alg
     for fmt in ("hex", "base64"):
         data = await _managed(mclient, tenant, algorithm, format=fmt)
         assert set(data) == MANAGED_FIELDS
-        assert (data["custody"], data["state"], data["environment"], data["format"]) == ("managed", "active", "live", fmt)
+        assert (data["custody"], data["state"], data["environment"], data["format"]) == (
+            "managed",
+            "active",
+            "live",
+            fmt,
+        )
         public = bytes.fromhex(data["publicKey"]) if fmt == "hex" else base64.b64decode(data["publicKey"])
         assert len(public) == pqc.SPECS[pqc.parse_algorithm(algorithm)].public_key_size
         assert data["fingerprint"] == hashlib.sha256(public).hexdigest() and data["id"].startswith("key_")
@@ -89,24 +113,44 @@ async def test_managed_generation_returns_the_public_key_only(mclient, mapp, alg
 async def test_plan_algorithm_and_format_rules(mclient, mapp):
     for plan in (Plan.FREE, Plan.BUILDER):
         tenant = await _tenant(mclient, mapp, plan)
-        r = await mclient.post(GENERATE, json={"algorithm": "ml-dsa-65", "chain": "ethereum", "custody": "managed"},
-                               headers=tenant.auth("secret_live"))
+        r = await mclient.post(
+            GENERATE,
+            json={"algorithm": "ml-dsa-65", "chain": "ethereum", "custody": "managed"},
+            headers=tenant.auth("secret_live"),
+        )
         error = assert_error(r, 403, "CUS_001")
         assert error["details"]["plan"] == plan.value and error["details"]["requiredPlans"] == ["pro", "enterprise"]
-        r = await mclient.post(SIGN, json={"key_id": "key_x", "message": "00", "algorithm": "ml-dsa-65"},
-                               headers=tenant.auth("secret_live"))
+        r = await mclient.post(
+            SIGN,
+            json={"key_id": "key_x", "message": "00", "algorithm": "ml-dsa-65"},
+            headers=tenant.auth("secret_live"),
+        )
         assert_error(r, 403, "CUS_001")
     pro = await _tenant(mclient, mapp, Plan.PRO, ("secret_live", "publishable_live"))
-    cases = [({"algorithm": "slh-dsa-128s"}, 400, "CUS_003"), ({"algorithm": "slh-dsa-shake-128s"}, 400, "CUS_003"),
-             ({"algorithm": "rsa-2048"}, 400, "PQC_001"), ({"chain": "tron"}, 400, "GEN_001"),
-             ({"format": "raw"}, 400, "REQ_001"), ({"custody": "hsm"}, 400, "REQ_001")]
+    cases = [
+        ({"algorithm": "slh-dsa-128s"}, 400, "CUS_003"),
+        ({"algorithm": "slh-dsa-shake-128s"}, 400, "CUS_003"),
+        ({"algorithm": "rsa-2048"}, 400, "PQC_001"),
+        ({"chain": "tron"}, 400, "GEN_001"),
+        ({"format": "raw"}, 400, "REQ_001"),
+        ({"custody": "hsm"}, 400, "REQ_001"),
+    ]
     for change, status, code in cases:
         body = {"algorithm": "ml-dsa-65", "chain": "ethereum", "custody": "managed", **change}
         assert_error(await mclient.post(GENERATE, json=body, headers=pro.auth("secret_live")), status, code)
-    assert_error(await mclient.post(GENERATE, json={"algorithm": "ml-dsa-65", "chain": "ethereum", "custody": "managed"},
-                                    headers=pro.auth("publishable_live")), 403, "AUTH_003")
+    assert_error(
+        await mclient.post(
+            GENERATE,
+            json={"algorithm": "ml-dsa-65", "chain": "ethereum", "custody": "managed"},
+            headers=pro.auth("publishable_live"),
+        ),
+        403,
+        "AUTH_003",
+    )
     # Self custody is unchanged, and now says so.
-    r = await mclient.post(GENERATE, json={"algorithm": "ml-dsa-44", "chain": "ethereum"}, headers=pro.auth("secret_live"))
+    r = await mclient.post(
+        GENERATE, json={"algorithm": "ml-dsa-44", "chain": "ethereum"}, headers=pro.auth("secret_live")
+    )
     assert r.status_code == 201 and r.json()["data"]["custody"] == "self" and "seed" in r.json()["data"]
 
 
@@ -115,11 +159,14 @@ async def test_sign_verify_and_both_credential_headers(mclient, mapp):
     tenant = await _tenant(mclient, mapp, Plan.ENTERPRISE)
     key = await _managed(mclient, tenant)
     public = bytes.fromhex(key["publicKey"])
-    message = "transfer 1 ETH to 0xabc".encode()
+    message = b"transfer 1 ETH to 0xabc"
     headers = [{"X-API-Key": tenant.key("secret_live")}, tenant.auth("secret_live")]
     for header, context, prefix in zip(headers, ("", "0x716461792d7631"), ("", "0x"), strict=True):
-        r = await mclient.post(SIGN, json={"key_id": key["id"], "message": prefix + message.hex(),
-                                           "algorithm": "ml-dsa-65", "context": context}, headers=header)
+        r = await mclient.post(
+            SIGN,
+            json={"key_id": key["id"], "message": prefix + message.hex(), "algorithm": "ml-dsa-65", "context": context},
+            headers=header,
+        )
         assert r.status_code == 200, r.text
         assert int(r.headers["x-ratelimit-limit"]) == 1000  # the sign group, enterprise
         data = assert_meta(r)["data"]
@@ -128,8 +175,12 @@ async def test_sign_verify_and_both_credential_headers(mclient, mapp):
         ctx = bytes.fromhex(context.removeprefix("0x"))
         assert data["context"] == ctx.hex()
         pqc.verify("ml-dsa-65", public, message, bytes.fromhex(data["signature"]), ctx)
-        body = {"public_key": key["publicKey"], "message": message.hex(), "signature": data["signature"],
-                "algorithm": "ml-dsa-65"} | ({"context": ctx.hex()} if ctx else {})
+        body = {
+            "public_key": key["publicKey"],
+            "message": message.hex(),
+            "signature": data["signature"],
+            "algorithm": "ml-dsa-65",
+        } | ({"context": ctx.hex()} if ctx else {})
         verified = await mclient.post(VERIFY, json=body, headers=header)
         assert verified.status_code == 200 and verified.json()["data"]["valid"] is True
     r = await _sign(mclient, tenant, key["id"], b"")  # the empty message is a message
@@ -138,11 +189,15 @@ async def test_sign_verify_and_both_credential_headers(mclient, mapp):
     assert_error(await _sign(mclient, tenant, key["id"], algorithm="slh-dsa-128s"), 400, "CUS_003")
     assert_error(await _sign(mclient, tenant, key["id"], context="zz"), 400, "PQC_002")
     assert_error(await _sign(mclient, tenant, key["id"], context="00" * 256), 400, "REQ_001")
-    r = await mclient.post(SIGN, json={"key_id": key["id"], "message": "hello", "algorithm": "ml-dsa-65"},
-                           headers=tenant.auth("secret_live"))
+    r = await mclient.post(
+        SIGN,
+        json={"key_id": key["id"], "message": "hello", "algorithm": "ml-dsa-65"},
+        headers=tenant.auth("secret_live"),
+    )
     assert assert_error(r, 400, "PQC_002")["details"]["field"] == "message"  # hex only, stated in the docs
-    r = await mclient.post(SIGN, json={"keyId": key["id"], "message": "00", "algorithm": "ml-dsa-65"},
-                           headers=tenant.auth("secret_live"))
+    r = await mclient.post(
+        SIGN, json={"keyId": key["id"], "message": "00", "algorithm": "ml-dsa-65"}, headers=tenant.auth("secret_live")
+    )
     assert_error(r, 400, "REQ_001")  # the spec's snake_case body
 
 
@@ -188,8 +243,12 @@ async def test_lifecycle_with_the_seven_day_window(mclient, mapp, mclock):
     r = await mclient.get(f"/v1/keys/{key}/events", headers=auth)
     events = assert_meta(r)["data"]
     assert [(e["type"], e["state"]) for e in events] == [
-        ("created", "active"), ("deletion_scheduled", "pending_deletion"), ("deletion_cancelled", "active"),
-        ("deletion_scheduled", "pending_deletion"), ("destroyed", "destroyed")]
+        ("created", "active"),
+        ("deletion_scheduled", "pending_deletion"),
+        ("deletion_cancelled", "active"),
+        ("deletion_scheduled", "pending_deletion"),
+        ("destroyed", "destroyed"),
+    ]
     assert events[0]["actor"] == f"api_key:{tenant.keys['secret_live']['id']}" and events[-1]["actor"] == "system:purge"
     assert all(e["requestId"].startswith("req_") for e in events[:-1]) and events[-1]["requestId"] is None
     assert events[1]["details"] == {"deletionScheduledAt": first_schedule}
@@ -202,17 +261,23 @@ async def test_other_tenants_and_environments_see_nothing(mclient, mapp):
     owner = await _tenant(mclient, mapp, keys=("secret_live", "secret_test"))
     stranger = await _tenant(mclient, mapp)
     key = (await _managed(mclient, owner))["id"]
-    test_key = (await _managed(mclient, owner, key="secret_test"))
+    test_key = await _managed(mclient, owner, key="secret_test")
     assert test_key["environment"] == "test"
     for who, name in ((stranger, "secret_live"), (owner, "secret_test")):
         auth = who.auth(name)
-        for method, path in (("GET", f"/v1/keys/{key}"), ("DELETE", f"/v1/keys/{key}"),
-                             ("POST", f"/v1/keys/{key}/cancel-deletion"), ("GET", f"/v1/keys/{key}/events")):
+        for method, path in (
+            ("GET", f"/v1/keys/{key}"),
+            ("DELETE", f"/v1/keys/{key}"),
+            ("POST", f"/v1/keys/{key}/cancel-deletion"),
+            ("GET", f"/v1/keys/{key}/events"),
+        ):
             assert_error(await mclient.request(method, path, headers=auth), 404, "REQ_005")
         assert_error(await _sign(mclient, who, key, key=name), 404, "REQ_005")
     unknown = await mclient.get("/v1/keys/key_doesnotexist", headers=owner.auth("secret_live"))
-    assert assert_error(unknown, 404, "REQ_005")["message"].replace("key_doesnotexist", key) == \
-        (await mclient.get(f"/v1/keys/{key}", headers=stranger.auth("secret_live"))).json()["error"]["message"]
+    assert (
+        assert_error(unknown, 404, "REQ_005")["message"].replace("key_doesnotexist", key)
+        == (await mclient.get(f"/v1/keys/{key}", headers=stranger.auth("secret_live"))).json()["error"]["message"]
+    )
     live_usage = (await mclient.get("/v1/usage", headers=owner.auth("secret_live"))).json()["data"]
     assert [k["keyId"] for k in live_usage["keys"]] == [key]
     assert (await mclient.get("/v1/usage", headers=stranger.auth("secret_live"))).json()["data"]["keys"] == []
@@ -234,8 +299,16 @@ async def test_usage_counts_signatures_not_verifications(mclient, mapp, mclock):
     mclock.advance(120)
     await _sign(mclient, tenant, a)
     for s in signatures:  # verification is free
-        r = await mclient.post(VERIFY, json={"public_key": s["publicKey"], "message": b"hello".hex(),
-                                             "signature": s["signature"], "algorithm": "ml-dsa-65"}, headers=auth)
+        r = await mclient.post(
+            VERIFY,
+            json={
+                "public_key": s["publicKey"],
+                "message": b"hello".hex(),
+                "signature": s["signature"],
+                "algorithm": "ml-dsa-65",
+            },
+            headers=auth,
+        )
         assert r.json()["data"]["valid"]
     first = (next_month - timedelta(days=1)).strftime("%Y-%m")
     second = next_month.strftime("%Y-%m")
@@ -244,8 +317,13 @@ async def test_usage_counts_signatures_not_verifications(mclient, mapp, mclock):
     assert new["month"] == second and old["month"] == first
     assert {k["keyId"]: k["signatures"] for k in old["keys"]} == {a: 3, b: 1}
     assert {k["keyId"]: k["signatures"] for k in new["keys"]} == {a: 1, b: 0}
-    assert (old["signatures"], old["keyMonths"], old["signatureBlocks"], old["billableUnits"], old["activeKeys"]) == \
-        (4, 2, 1, 3, 2)
+    assert (old["signatures"], old["keyMonths"], old["signatureBlocks"], old["billableUnits"], old["activeKeys"]) == (
+        4,
+        2,
+        1,
+        3,
+        2,
+    )
     assert_error(await mclient.get("/v1/usage?month=2026-13", headers=auth), 400, "REQ_001")
 
 
@@ -256,10 +334,18 @@ async def test_a_managed_key_backs_a_hybrid_attestation(mclient, mapp):
     wallet = os.urandom(32)
     message = b"qday: link my wallet to my managed ML-DSA key"
     pq = (await _sign(mclient, tenant, key["id"], message)).json()["data"]
-    r = await mclient.post("/v1/sign/hybrid", json={
-        "message": message.hex(), "ecdsaSignature": eip191_signature(wallet, message).hex(),
-        "ecdsaPublicKey": public_key(wallet).hex(), "pqcSignature": pq["signature"],
-        "pqcPublicKey": key["publicKey"], "algorithm": "ml-dsa-65"}, headers=tenant.auth("secret_live"))
+    r = await mclient.post(
+        "/v1/sign/hybrid",
+        json={
+            "message": message.hex(),
+            "ecdsaSignature": eip191_signature(wallet, message).hex(),
+            "ecdsaPublicKey": public_key(wallet).hex(),
+            "pqcSignature": pq["signature"],
+            "pqcPublicKey": key["publicKey"],
+            "algorithm": "ml-dsa-65",
+        },
+        headers=tenant.auth("secret_live"),
+    )
     assert r.status_code == 201, r.text
 
 
@@ -267,9 +353,13 @@ async def test_without_a_custody_backend_managed_calls_are_503(tmp_path, mclient
     settings = load_settings({}, data_dir=tmp_path, custody_backend="disabled")
     async with running_app(settings, ManualClock()) as application, client_for(application) as c:
         tenant = await _tenant(c, application)
-        r = await c.post(GENERATE, json={"algorithm": "ml-dsa-65", "chain": "ethereum", "custody": "managed"},
-                         headers=tenant.auth("secret_live"))
+        r = await c.post(
+            GENERATE,
+            json={"algorithm": "ml-dsa-65", "chain": "ethereum", "custody": "managed"},
+            headers=tenant.auth("secret_live"),
+        )
         assert_error(r, 503, "CUS_004")
-        r = await c.post(GENERATE, json={"algorithm": "ml-dsa-65", "chain": "ethereum"},
-                         headers=tenant.auth("secret_live"))
+        r = await c.post(
+            GENERATE, json={"algorithm": "ml-dsa-65", "chain": "ethereum"}, headers=tenant.auth("secret_live")
+        )
         assert r.status_code == 201  # everything else still works

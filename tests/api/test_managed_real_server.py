@@ -15,7 +15,13 @@ import pytest
 
 import pqc
 from storage.custody.pkcs11_softhsm import SoftHsmLayout, open_softhsm
-from tests.custody.support import files_containing, managed_seeds, requires_softhsm, secret_patterns, shared_softhsm_conf
+from tests.custody.support import (
+    files_containing,
+    managed_seeds,
+    requires_softhsm,
+    secret_patterns,
+    shared_softhsm_conf,
+)
 from tests.support import REPO_ROOT, ServerProcess
 
 shared_softhsm_conf()
@@ -27,8 +33,11 @@ def _pro_tenant(server: ServerProcess, ip: str) -> str:
     with httpx.Client(base_url=server.base_url, headers={"X-Forwarded-For": ip}, timeout=30) as c:
         assert c.post("/v1/auth/register", json={"email": email, "password": "p" * 16}).status_code == 201
         session = c.post("/v1/auth/login", json={"email": email, "password": "p" * 16}).json()["data"]["token"]
-        key = c.post("/v1/auth/api-keys", json={"name": "k", "type": "secret", "environment": "live"},
-                     headers={"Authorization": f"Bearer {session}"}).json()["data"]["key"]
+        key = c.post(
+            "/v1/auth/api-keys",
+            json={"name": "k", "type": "secret", "environment": "live"},
+            headers={"Authorization": f"Bearer {session}"},
+        ).json()["data"]["key"]
     conn = sqlite3.connect(server.data_dir / "qday.sqlite", timeout=10)
     with conn:
         conn.execute("UPDATE accounts SET plan = 'pro' WHERE email = ?", (email,))
@@ -39,9 +48,11 @@ def _pro_tenant(server: ServerProcess, ip: str) -> str:
 @pytest.fixture(scope="module")
 def two_workers(tmp_path_factory):
     """Two workers on the process's shared throw-away token."""
-    proc = ServerProcess(tmp_path_factory.mktemp("managed-real"), workers=2,
-                         env={"QDAY_TRUSTED_PROXIES": "127.0.0.1", "QDAY_LOG_LEVEL": "DEBUG",
-                              "QDAY_ACCESS_LOG": "true"})
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("managed-real"),
+        workers=2,
+        env={"QDAY_TRUSTED_PROXIES": "127.0.0.1", "QDAY_LOG_LEVEL": "DEBUG", "QDAY_ACCESS_LOG": "true"},
+    )
     yield proc
     proc.stop()
 
@@ -53,12 +64,22 @@ def test_concurrent_managed_signing_on_two_workers_leaks_nothing(two_workers):
 
     async def burst():
         async with httpx.AsyncClient(base_url=server.base_url, headers=headers, timeout=60) as c:
-            made = await asyncio.gather(*(c.post("/v1/keys/generate", json={
-                "algorithm": alg, "chain": "ethereum", "custody": "managed"}) for alg in ["ml-dsa-65", "ml-dsa-44"] * 3))
+            made = await asyncio.gather(
+                *(
+                    c.post("/v1/keys/generate", json={"algorithm": alg, "chain": "ethereum", "custody": "managed"})
+                    for alg in ["ml-dsa-65", "ml-dsa-44"] * 3
+                )
+            )
             keys = [r.json()["data"] for r in made]
-            signed = await asyncio.gather(*(c.post("/v1/sign/managed", json={
-                "key_id": k["id"], "message": f"{i:04x}", "algorithm": k["algorithm"]})
-                for i in range(5) for k in keys))
+            signed = await asyncio.gather(
+                *(
+                    c.post(
+                        "/v1/sign/managed", json={"key_id": k["id"], "message": f"{i:04x}", "algorithm": k["algorithm"]}
+                    )
+                    for i in range(5)
+                    for k in keys
+                )
+            )
             return made, keys, signed
 
     made, keys, signed = asyncio.run(burst())
@@ -67,9 +88,12 @@ def test_concurrent_managed_signing_on_two_workers_leaks_nothing(two_workers):
     by_id = {k["id"]: k for k in keys}
     for r in signed:
         data = r.json()["data"]
-        pqc.verify(data["algorithm"], bytes.fromhex(by_id[data["keyId"]]["publicKey"]),
-                   bytes.fromhex(r.request.content.decode().split('"message":"')[1].split('"')[0]),
-                   bytes.fromhex(data["signature"]))
+        pqc.verify(
+            data["algorithm"],
+            bytes.fromhex(by_id[data["keyId"]]["publicKey"]),
+            bytes.fromhex(r.request.content.decode().split('"message":"')[1].split('"')[0]),
+            bytes.fromhex(data["signature"]),
+        )
     backend = open_softhsm(shared_softhsm_conf())
     try:
         seeds = managed_seeds(server.data_dir / "qday.sqlite", backend._unwrap)
@@ -91,7 +115,9 @@ from pqc import Algorithm
 from storage.custody import binding_for
 settings = load_settings(data_dir=sys.argv[1])
 conn = sqlite3.connect(settings.operational_db)
-key_id, account, env, alg, ref = conn.execute("SELECT id, account_id, environment, algorithm, key_ref FROM managed_keys").fetchone()
+key_id, account, env, alg, ref = conn.execute(
+    "SELECT id, account_id, environment, algorithm, key_ref FROM managed_keys"
+).fetchone()
 backend = open_custody_backend(settings)
 print(backend.sign(Algorithm(alg), ref, binding_for(key_id, account, env, alg), b"after restart", b"").hex())
 """
@@ -103,10 +129,18 @@ def test_first_start_creates_its_own_token_and_a_restart_reuses_it(tmp_path):
     try:
         key = _pro_tenant(server, "127.8.1.1")
         headers = {"Authorization": f"Bearer {key}", "X-Forwarded-For": "127.8.1.1"}
-        made = httpx.post(f"{server.base_url}/v1/keys/generate", headers=headers, timeout=30,
-                          json={"algorithm": "ml-dsa-65", "chain": "bitcoin", "custody": "managed"}).json()["data"]
-        r = httpx.post(f"{server.base_url}/v1/sign/managed", headers=headers, timeout=30,
-                       json={"key_id": made["id"], "message": "c0ffee", "algorithm": "ml-dsa-65"})
+        made = httpx.post(
+            f"{server.base_url}/v1/keys/generate",
+            headers=headers,
+            timeout=30,
+            json={"algorithm": "ml-dsa-65", "chain": "bitcoin", "custody": "managed"},
+        ).json()["data"]
+        r = httpx.post(
+            f"{server.base_url}/v1/sign/managed",
+            headers=headers,
+            timeout=30,
+            json={"key_id": made["id"], "message": "c0ffee", "algorithm": "ml-dsa-65"},
+        )
         assert r.status_code == 200, r.text
     finally:
         server.stop()
@@ -115,8 +149,14 @@ def test_first_start_creates_its_own_token_and_a_restart_reuses_it(tmp_path):
         assert path.exists() and path.stat().st_mode & 0o077 == 0, path
     assert str(layout.tokens) in layout.conf.read_text() and len(list(layout.tokens.iterdir())) == 1
     # A new process (what a restart is to the token) opens the same token and wrapping key.
-    done = subprocess.run([sys.executable, "-c", _SIGN_AFTER_RESTART, str(data_dir)], cwd=REPO_ROOT, timeout=60,
-                          capture_output=True, text=True, env={**os.environ, "SOFTHSM2_CONF": ""})
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGN_AFTER_RESTART, str(data_dir)],
+        cwd=REPO_ROOT,
+        timeout=60,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "SOFTHSM2_CONF": ""},
+    )
     assert done.returncode == 0, done.stderr
     pqc.verify("ml-dsa-65", bytes.fromhex(made["publicKey"]), b"after restart", bytes.fromhex(done.stdout.strip()))
     assert len(list(layout.tokens.iterdir())) == 1

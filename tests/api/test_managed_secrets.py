@@ -12,7 +12,13 @@ import pytest
 
 from api.settings import load_settings
 from storage.models import Plan
-from tests.custody.support import files_containing, managed_seeds, requires_softhsm, secret_patterns, shared_softhsm_conf
+from tests.custody.support import (
+    files_containing,
+    managed_seeds,
+    requires_softhsm,
+    secret_patterns,
+    shared_softhsm_conf,
+)
 from tests.support import Lifespan, ManualClock, client_for, create_test_app, make_tenant
 
 shared_softhsm_conf()
@@ -59,23 +65,30 @@ async def test_seeds_appear_nowhere_after_a_batch_of_operations(tmp_path, logs):
             keys = []
             for env in ("secret_live", "secret_test"):
                 for algorithm in ("ml-dsa-44", "ml-dsa-65", "ml-dsa-87"):
-                    r = await c.post("/v1/keys/generate", json={"algorithm": algorithm, "chain": "ethereum",
-                                                                 "custody": "managed"}, headers=tenant.auth(env))
+                    r = await c.post(
+                        "/v1/keys/generate",
+                        json={"algorithm": algorithm, "chain": "ethereum", "custody": "managed"},
+                        headers=tenant.auth(env),
+                    )
                     bodies.append(r.content)
                     keys.append((env, algorithm, r.json()["data"]["id"]))
             for env, algorithm, key_id in keys:
                 for i, context in enumerate(("", "00ff", "71646179")):
-                    r = await c.post("/v1/sign/managed", json={"key_id": key_id, "message": f"{i:02x}" * 40,
-                                                               "algorithm": algorithm, "context": context},
-                                     headers=tenant.auth(env))
+                    r = await c.post(
+                        "/v1/sign/managed",
+                        json={"key_id": key_id, "message": f"{i:02x}" * 40, "algorithm": algorithm, "context": context},
+                        headers=tenant.auth(env),
+                    )
                     assert r.status_code == 200
                     bodies.append(r.content)
                 for path in (f"/v1/keys/{key_id}", f"/v1/keys/{key_id}/events", "/v1/usage"):
                     bodies.append((await c.get(path, headers=tenant.auth(env))).content)
             # Errors along the way: wrong algorithm, wrong environment, pending key, tampered material.
             env, algorithm, key_id = keys[0]
-            for body, auth in (({"key_id": key_id, "message": "00", "algorithm": "ml-dsa-87"}, env),
-                               ({"key_id": key_id, "message": "00", "algorithm": algorithm}, "secret_test")):
+            for body, auth in (
+                ({"key_id": key_id, "message": "00", "algorithm": "ml-dsa-87"}, env),
+                ({"key_id": key_id, "message": "00", "algorithm": algorithm}, "secret_test"),
+            ):
                 bodies.append((await c.post("/v1/sign/managed", json=body, headers=tenant.auth(auth))).content)
             seeds = managed_seeds(app.ctx.settings.operational_db, app.ctx.managed.custody._unwrap)
             assert len(seeds) == 6
@@ -83,15 +96,25 @@ async def test_seeds_appear_nowhere_after_a_batch_of_operations(tmp_path, logs):
             doomed_ref = app.ctx.db.execute("SELECT key_ref FROM managed_keys WHERE id = ?", (doomed,)).fetchone()[0]
             assert files_containing(data_dir, [doomed_ref])  # the wrapped seed is on disk while the key lives
             bodies.append((await c.delete(f"/v1/keys/{doomed}", headers=tenant.auth("secret_live"))).content)
-            bodies.append((await c.post("/v1/sign/managed", json={"key_id": doomed, "message": "00",
-                                                                  "algorithm": "ml-dsa-65"},
-                                        headers=tenant.auth("secret_live"))).content)
+            bodies.append(
+                (
+                    await c.post(
+                        "/v1/sign/managed",
+                        json={"key_id": doomed, "message": "00", "algorithm": "ml-dsa-65"},
+                        headers=tenant.auth("secret_live"),
+                    )
+                ).content
+            )
             tampered = keys[2][2]
             ref = app.ctx.db.execute("SELECT key_ref FROM managed_keys WHERE id = ?", (tampered,)).fetchone()[0]
-            app.ctx.db.execute("UPDATE managed_keys SET key_ref = ? WHERE id = ?", (ref[:-1] + bytes([ref[-1] ^ 1]),
-                                                                                      tampered))
-            r = await c.post("/v1/sign/managed", json={"key_id": tampered, "message": "00", "algorithm": "ml-dsa-87"},
-                             headers=tenant.auth("secret_live"))
+            app.ctx.db.execute(
+                "UPDATE managed_keys SET key_ref = ? WHERE id = ?", (ref[:-1] + bytes([ref[-1] ^ 1]), tampered)
+            )
+            r = await c.post(
+                "/v1/sign/managed",
+                json={"key_id": tampered, "message": "00", "algorithm": "ml-dsa-87"},
+                headers=tenant.auth("secret_live"),
+            )
             assert r.status_code == 500 and r.json()["error"]["code"] == "CUS_007"
             bodies.append(r.content)
             clock.advance(7 * 86400)
@@ -101,8 +124,9 @@ async def test_seeds_appear_nowhere_after_a_batch_of_operations(tmp_path, logs):
     finally:
         await lifespan.stop()
 
-    patterns = [p for key_id, seed in seeds.items()
-                for p in secret_patterns(seed, next(a for _, a, k in keys if k == key_id))]
+    patterns = [
+        p for key_id, seed in seeds.items() for p in secret_patterns(seed, next(a for _, a, k in keys if k == key_id))
+    ]
     assert files_containing(data_dir, patterns) == []
     assert files_containing(shared_softhsm_conf().parent, patterns) == []
     log_text = "\n".join(logs.lines).encode()

@@ -24,7 +24,9 @@ async def test_openapi_lists_every_endpoint_with_models(client):
             assert doc["components"]["schemas"][name].get("additionalProperties") is False
         for status, response in op["responses"].items():
             if status >= "400":
-                codes = response["content"]["application/json"]["schema"]["properties"]["error"]["properties"]["code"]["enum"]
+                codes = response["content"]["application/json"]["schema"]["properties"]["error"]["properties"]["code"][
+                    "enum"
+                ]
                 assert all(ERROR_CODES[c][0] == int(status) for c in codes)
 
 

@@ -29,8 +29,9 @@ async def test_generated_keys_sign_and_verify(client, app, algorithm, fmt):
     tenant = await make_tenant(client)
     app.ctx.store.set_plan(tenant.email, Plan.PRO)
     for chain in CHAINS:
-        r = await client.post(GENERATE, json={"algorithm": algorithm, "chain": chain, "format": fmt},
-                              headers=tenant.auth("secret_live"))
+        r = await client.post(
+            GENERATE, json={"algorithm": algorithm, "chain": chain, "format": fmt}, headers=tenant.auth("secret_live")
+        )
         assert r.status_code == 201, r.text
         data = assert_meta(r)["data"]
         assert data["id"].startswith("key_") and data["chain"] == chain and data["format"] == fmt
@@ -46,8 +47,11 @@ async def test_generated_keys_sign_and_verify(client, app, algorithm, fmt):
 
 @pytest.mark.parametrize("algorithm", ["ml-dsa-44", "ml-dsa-65", "ml-dsa-87"])
 async def test_seed_form_private_keys_are_the_rfc_9881_seed(client, tenant, algorithm):
-    r = await client.post(GENERATE, json={"algorithm": algorithm, "chain": "ethereum", "privateKeyForm": "seed"},
-                          headers=tenant.auth("secret_live"))
+    r = await client.post(
+        GENERATE,
+        json={"algorithm": algorithm, "chain": "ethereum", "privateKeyForm": "seed"},
+        headers=tenant.auth("secret_live"),
+    )
     assert r.status_code == 201, r.text
     data = r.json()["data"]
     public, private = bytes.fromhex(data["publicKey"]), bytes.fromhex(data["privateKey"])
@@ -64,25 +68,31 @@ async def test_seed_form_private_keys_are_the_rfc_9881_seed(client, tenant, algo
 
 
 async def test_seed_form_is_refused_for_slh_dsa(client, tenant):
-    r = await client.post(GENERATE, json={"algorithm": "slh-dsa-128s", "chain": "ethereum", "privateKeyForm": "seed"},
-                          headers=tenant.auth("secret_live"))
+    r = await client.post(
+        GENERATE,
+        json={"algorithm": "slh-dsa-128s", "chain": "ethereum", "privateKeyForm": "seed"},
+        headers=tenant.auth("secret_live"),
+    )
     assert_error(r, 400, "REQ_001")
     assert r.json()["error"]["details"]["field"] == "privateKeyForm"
 
 
 async def test_raw_format_layout(client, tenant):
-    r = await client.post(GENERATE, json={"algorithm": "ml-dsa-44", "chain": "bitcoin", "format": "raw"},
-                          headers=tenant.auth("secret_live"))
+    r = await client.post(
+        GENERATE,
+        json={"algorithm": "ml-dsa-44", "chain": "bitcoin", "format": "raw"},
+        headers=tenant.auth("secret_live"),
+    )
     assert r.status_code == 201
     assert r.headers["content-type"] == "application/octet-stream"
     body = r.content
     assert body[:8] == b"QDAYKEY1"
     name_len = body[8]
-    assert body[9:9 + name_len] == b"ml-dsa-44"
+    assert body[9 : 9 + name_len] == b"ml-dsa-44"
     offset, parts = 9 + name_len, []
     for _ in range(3):
-        (length,) = struct.unpack(">H", body[offset:offset + 2])
-        parts.append(body[offset + 2:offset + 2 + length])
+        (length,) = struct.unpack(">H", body[offset : offset + 2])
+        parts.append(body[offset + 2 : offset + 2 + length])
         offset += 2 + length
     assert offset == len(body)
     public, private, seed = parts
@@ -93,8 +103,9 @@ async def test_raw_format_layout(client, tenant):
 
 
 async def test_generated_public_keys_are_registered_private_keys_are_not_kept(client, app, tenant):
-    r = await client.post(GENERATE, json={"algorithm": "ml-dsa-65", "chain": "ethereum"},
-                          headers=tenant.auth("secret_live"))
+    r = await client.post(
+        GENERATE, json={"algorithm": "ml-dsa-65", "chain": "ethereum"}, headers=tenant.auth("secret_live")
+    )
     data = r.json()["data"]
     listed = (await client.get("/v1/keys", headers=tenant.auth("secret_live"))).json()["data"]
     assert [k["publicKey"] for k in listed] == [data["publicKey"]]
@@ -106,14 +117,25 @@ async def test_generated_public_keys_are_registered_private_keys_are_not_kept(cl
 
 async def test_unsupported_algorithm_and_chain(client, tenant):
     headers = tenant.auth("secret_live")
-    error = assert_error(await client.post(GENERATE, json={"algorithm": "rsa-2048", "chain": "ethereum"},
-                                           headers=headers), 400, "PQC_001")
+    error = assert_error(
+        await client.post(GENERATE, json={"algorithm": "rsa-2048", "chain": "ethereum"}, headers=headers),
+        400,
+        "PQC_001",
+    )
     assert "ml-dsa-65" in error["details"]["supported"]
-    error = assert_error(await client.post(GENERATE, json={"algorithm": "ml-dsa-44", "chain": "dogecoin"},
-                                           headers=headers), 400, "GEN_001")
+    error = assert_error(
+        await client.post(GENERATE, json={"algorithm": "ml-dsa-44", "chain": "dogecoin"}, headers=headers),
+        400,
+        "GEN_001",
+    )
     assert error["details"]["field"] == "chain"
-    assert_error(await client.post(GENERATE, json={"algorithm": "ml-dsa-44", "chain": "ethereum", "format": "pem"},
-                                   headers=headers), 400, "REQ_001")
+    assert_error(
+        await client.post(
+            GENERATE, json={"algorithm": "ml-dsa-44", "chain": "ethereum", "format": "pem"}, headers=headers
+        ),
+        400,
+        "REQ_001",
+    )
 
 
 async def test_generation_failure_is_gen_002_and_stores_nothing(client, tenant, monkeypatch):
@@ -121,27 +143,42 @@ async def test_generation_failure_is_gen_002_and_stores_nothing(client, tenant, 
         raise MemoryError("simulated")
 
     monkeypatch.setattr(pqc, "generate_keypair", broken)
-    assert_error(await client.post(GENERATE, json={"algorithm": "ml-dsa-44", "chain": "ethereum"},
-                                   headers=tenant.auth("secret_live")), 500, "GEN_002")
+    assert_error(
+        await client.post(
+            GENERATE, json={"algorithm": "ml-dsa-44", "chain": "ethereum"}, headers=tenant.auth("secret_live")
+        ),
+        500,
+        "GEN_002",
+    )
     assert (await client.get("/v1/keys", headers=tenant.auth("secret_live"))).json()["data"] == []
 
 
 async def test_publishable_key_cannot_generate(client):
     tenant = await make_tenant(client, ("publishable_live",))
-    assert_error(await client.post(GENERATE, json={"algorithm": "ml-dsa-44", "chain": "ethereum"},
-                                   headers=tenant.auth("publishable_live")), 403, "AUTH_003")
+    assert_error(
+        await client.post(
+            GENERATE, json={"algorithm": "ml-dsa-44", "chain": "ethereum"}, headers=tenant.auth("publishable_live")
+        ),
+        403,
+        "AUTH_003",
+    )
 
 
 async def test_keys_are_separate_per_environment(client):
     tenant = await make_tenant(client, ("secret_live", "secret_test"))
-    await client.post(GENERATE, json={"algorithm": "ml-dsa-44", "chain": "ethereum"}, headers=tenant.auth("secret_test"))
+    await client.post(
+        GENERATE, json={"algorithm": "ml-dsa-44", "chain": "ethereum"}, headers=tenant.auth("secret_test")
+    )
     assert (await client.get("/v1/keys", headers=tenant.auth("secret_live"))).json()["data"] == []
     assert len((await client.get("/v1/keys", headers=tenant.auth("secret_test"))).json()["data"]) == 1
 
 
 async def _challenge(client, tenant, signer: PqSigner) -> dict:
-    r = await client.post("/v1/keys/register/challenge", json={"algorithm": signer.algorithm, "publicKey": signer.public_hex},
-                          headers=tenant.auth("secret_live"))
+    r = await client.post(
+        "/v1/keys/register/challenge",
+        json={"algorithm": signer.algorithm, "publicKey": signer.public_hex},
+        headers=tenant.auth("secret_live"),
+    )
     assert r.status_code == 200, r.text
     return r.json()["data"]
 
@@ -150,8 +187,13 @@ async def test_register_own_key_with_proof_of_possession(client, tenant):
     signer = PqSigner.new("ml-dsa-44")
     challenge = await _challenge(client, tenant, signer)
     signature = signer.sign(challenge["challenge"].encode(), bytes.fromhex(challenge["context"]))
-    body = {"algorithm": "ml-dsa-44", "chain": "ethereum", "publicKey": "0x" + signer.public_hex,
-            "challenge": challenge["challenge"], "signature": signature.hex()}
+    body = {
+        "algorithm": "ml-dsa-44",
+        "chain": "ethereum",
+        "publicKey": "0x" + signer.public_hex,
+        "challenge": challenge["challenge"],
+        "signature": signature.hex(),
+    }
     r = await client.post("/v1/keys/register", json=body, headers=tenant.auth("secret_live"))
     assert r.status_code == 201, r.text
     data = r.json()["data"]
@@ -166,29 +208,69 @@ async def test_registration_refuses_wrong_signature_and_foreign_challenges(clien
     signer = PqSigner.new("ml-dsa-44")
     challenge = await _challenge(client, alice, signer)
     good = signer.sign(challenge["challenge"].encode(), bytes.fromhex(challenge["context"]))
-    body = {"algorithm": "ml-dsa-44", "chain": "ethereum", "publicKey": signer.public_hex,
-            "challenge": challenge["challenge"]}
+    body = {
+        "algorithm": "ml-dsa-44",
+        "chain": "ethereum",
+        "publicKey": signer.public_hex,
+        "challenge": challenge["challenge"],
+    }
     # Signature without the context, over the wrong text, or by another key: PQC_004.
-    for bad in (signer.sign(challenge["challenge"].encode()), signer.sign(b"other"),
-                PqSigner.new("ml-dsa-44").sign(challenge["challenge"].encode(), bytes.fromhex(challenge["context"]))):
-        assert_error(await client.post("/v1/keys/register", json={**body, "signature": bad.hex()},
-                                       headers=alice.auth("secret_live")), 422, "PQC_004")
+    for bad in (
+        signer.sign(challenge["challenge"].encode()),
+        signer.sign(b"other"),
+        PqSigner.new("ml-dsa-44").sign(challenge["challenge"].encode(), bytes.fromhex(challenge["context"])),
+    ):
+        assert_error(
+            await client.post(
+                "/v1/keys/register", json={**body, "signature": bad.hex()}, headers=alice.auth("secret_live")
+            ),
+            422,
+            "PQC_004",
+        )
     # Bob cannot use Alice's challenge; a tampered challenge fails; an expired one fails.
-    assert_error(await client.post("/v1/keys/register", json={**body, "signature": good.hex()},
-                                   headers=bob.auth("secret_live")), 400, "PQC_005")
+    assert_error(
+        await client.post("/v1/keys/register", json={**body, "signature": good.hex()}, headers=bob.auth("secret_live")),
+        400,
+        "PQC_005",
+    )
     tampered = challenge["challenge"].replace("ml-dsa-44", "ml-dsa-65", 1)
-    assert_error(await client.post("/v1/keys/register", json={**body, "challenge": tampered, "signature": good.hex()},
-                                   headers=alice.auth("secret_live")), 400, "PQC_005")
+    assert_error(
+        await client.post(
+            "/v1/keys/register",
+            json={**body, "challenge": tampered, "signature": good.hex()},
+            headers=alice.auth("secret_live"),
+        ),
+        400,
+        "PQC_005",
+    )
     clock.advance(601)
-    error = assert_error(await client.post("/v1/keys/register", json={**body, "signature": good.hex()},
-                                           headers=alice.auth("secret_live")), 400, "PQC_005")
+    error = assert_error(
+        await client.post(
+            "/v1/keys/register", json={**body, "signature": good.hex()}, headers=alice.auth("secret_live")
+        ),
+        400,
+        "PQC_005",
+    )
     assert error["details"]["reason"] == "expired"
 
 
 async def test_registration_challenge_rejects_malformed_keys(client, tenant):
-    error = assert_error(await client.post("/v1/keys/register/challenge",
-                                           json={"algorithm": "ml-dsa-44", "publicKey": "abcd"},
-                                           headers=tenant.auth("secret_live")), 400, "PQC_002")
+    error = assert_error(
+        await client.post(
+            "/v1/keys/register/challenge",
+            json={"algorithm": "ml-dsa-44", "publicKey": "abcd"},
+            headers=tenant.auth("secret_live"),
+        ),
+        400,
+        "PQC_002",
+    )
     assert error["details"]["field"] == "publicKey"
-    assert_error(await client.post("/v1/keys/register/challenge", json={"algorithm": "ml-dsa-44", "publicKey": "zz"},
-                                   headers=tenant.auth("secret_live")), 400, "PQC_002")
+    assert_error(
+        await client.post(
+            "/v1/keys/register/challenge",
+            json={"algorithm": "ml-dsa-44", "publicKey": "zz"},
+            headers=tenant.auth("secret_live"),
+        ),
+        400,
+        "PQC_002",
+    )

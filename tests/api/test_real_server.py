@@ -25,8 +25,7 @@ _ip_numbers = iter(range(1, 250))
 def server(tmp_path_factory):
     """Two workers; 127.0.0.1 is a trusted proxy so each test can act from its own
     X-Forwarded-For address (a header value only: no traffic leaves loopback)."""
-    proc = ServerProcess(tmp_path_factory.mktemp("real-server"), workers=2,
-                         env={"QDAY_TRUSTED_PROXIES": "127.0.0.1"})
+    proc = ServerProcess(tmp_path_factory.mktemp("real-server"), workers=2, env={"QDAY_TRUSTED_PROXIES": "127.0.0.1"})
     yield proc
     proc.stop()
 
@@ -47,8 +46,11 @@ def _tenant(base: str, headers: dict[str, str]) -> tuple[str, str, str]:
     with httpx.Client(base_url=base, headers=headers, timeout=30) as c:
         assert c.post("/v1/auth/register", json={"email": email, "password": password}).status_code == 201
         session = c.post("/v1/auth/login", json={"email": email, "password": password}).json()["data"]["token"]
-        key = c.post("/v1/auth/api-keys", json={"name": "k", "type": "secret", "environment": "live"},
-                     headers={"Authorization": f"Bearer {session}"}).json()["data"]["key"]
+        key = c.post(
+            "/v1/auth/api-keys",
+            json={"name": "k", "type": "secret", "environment": "live"},
+            headers={"Authorization": f"Bearer {session}"},
+        ).json()["data"]["key"]
     return email, password, key
 
 
@@ -61,8 +63,16 @@ async def _burst(base: str, n: int, method: str, path: str, headers: dict[str, s
 
 def test_exactly_the_ip_limit_succeeds_under_concurrency(server):
     _wait_for_fresh_window()
-    statuses = asyncio.run(_burst(server.base_url, 30, "POST", "/v1/auth/login", _as_ip(),
-                                  json={"email": "nobody@example.com", "password": "x" * 12}))
+    statuses = asyncio.run(
+        _burst(
+            server.base_url,
+            30,
+            "POST",
+            "/v1/auth/login",
+            _as_ip(),
+            json={"email": "nobody@example.com", "password": "x" * 12},
+        )
+    )
     assert statuses.count(401) == 10
     assert statuses.count(429) == 20
 
@@ -71,8 +81,9 @@ def test_exactly_the_key_limit_succeeds_under_concurrency(server):
     ip = _as_ip()
     _wait_for_fresh_window(30)
     _, _, key = _tenant(server.base_url, ip)
-    statuses = asyncio.run(_burst(server.base_url, 100, "GET", "/v1/auth/api-keys",
-                                  {**ip, "Authorization": f"Bearer {key}"}))
+    statuses = asyncio.run(
+        _burst(server.base_url, 100, "GET", "/v1/auth/api-keys", {**ip, "Authorization": f"Bearer {key}"})
+    )
     assert statuses.count(200) == 60
     assert statuses.count(429) == 40
 
@@ -84,7 +95,10 @@ def test_admin_set_plan_takes_effect_on_a_running_server(server):
     assert httpx.get(f"{server.base_url}/v1/auth/api-keys", headers=headers).headers["x-ratelimit-limit"] == "60"
     done = subprocess.run(
         [sys.executable, "-m", "api.cli", "admin", "set-plan", email, "builder", "--data-dir", str(server.data_dir)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert "builder" in done.stdout
@@ -93,16 +107,32 @@ def test_admin_set_plan_takes_effect_on_a_running_server(server):
 
 def test_admin_set_plan_unknown_email_fails_cleanly(server):
     done = subprocess.run(
-        [sys.executable, "-m", "api.cli", "admin", "set-plan", "ghost@example.com", "pro", "--data-dir",
-         str(server.data_dir)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "admin",
+            "set-plan",
+            "ghost@example.com",
+            "pro",
+            "--data-dir",
+            str(server.data_dir),
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2
     assert "no account" in done.stderr
 
 
 def test_oversized_body_over_real_http(server):
-    r = httpx.post(f"{server.base_url}/v1/auth/register", content=b"x" * 200_000,
-                   headers={**_as_ip(), "content-type": "application/json"})
+    r = httpx.post(
+        f"{server.base_url}/v1/auth/register",
+        content=b"x" * 200_000,
+        headers={**_as_ip(), "content-type": "application/json"},
+    )
     assert r.status_code == 413
     assert r.json()["error"]["code"] == "REQ_004"
 
@@ -126,8 +156,12 @@ def test_generated_private_keys_never_reach_disk_or_logs(server):
     headers = {**ip, "Authorization": f"Bearer {key}"}
     secrets = []
     for algorithm in ("ml-dsa-44", "ml-dsa-65", "slh-dsa-128s"):
-        r = httpx.post(f"{server.base_url}/v1/keys/generate", json={"algorithm": algorithm, "chain": "ethereum"},
-                       headers=headers, timeout=30)
+        r = httpx.post(
+            f"{server.base_url}/v1/keys/generate",
+            json={"algorithm": algorithm, "chain": "ethereum"},
+            headers=headers,
+            timeout=30,
+        )
         assert r.status_code == 201, r.text
         data = r.json()["data"]
         private = bytes.fromhex(data["privateKey"])

@@ -38,8 +38,7 @@ def scan_clock() -> ManualClock:
 @pytest.fixture(scope="module")
 async def scan_app(anvil, scan_clock, tmp_path_factory):
     closed = f"http://127.0.0.1:{free_port()}"
-    env = {"QDAY_ETHEREUM_RPC_URL": anvil.url, "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url,
-           "QDAY_POLYGON_RPC_URL": closed}
+    env = {"QDAY_ETHEREUM_RPC_URL": anvil.url, "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url, "QDAY_POLYGON_RPC_URL": closed}
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("scan-data"))
     async with running_app(settings, scan_clock) as app:
         yield app
@@ -63,13 +62,26 @@ async def test_unused_funded_eoa_is_not_exposed_then_exposed_after_sending(scann
     assert data["publicKeyExposed"] is False and data["cached"] is False
     assert data["balanceAtRisk"] == "5 ETH"
     factors = {f["factor"]: f for f in data["riskFactors"]}
-    assert set(factors) == {"public_key_exposure", "balance_at_risk", "transaction_frequency", "address_type",
-                            "address_reuse"}
+    assert set(factors) == {
+        "public_key_exposure",
+        "balance_at_risk",
+        "transaction_frequency",
+        "address_type",
+        "address_reuse",
+    }
     assert abs(sum(f["weight"] for f in data["riskFactors"]) - 1) < 1e-9
     assert data["riskScore"] in ("W1", "W2", "W3", "W4") and 0 <= data["riskValue"] <= 100
     assert data["chainGrade"] in "ABCDF" and data["chainFactors"]
-    anvil.send(account, {"to": Account.create().address, "value": 10**18, "gas": 21000, "maxFeePerGas": 10**10,
-                         "maxPriorityFeePerGas": 10**9})
+    anvil.send(
+        account,
+        {
+            "to": Account.create().address,
+            "value": 10**18,
+            "gas": 21000,
+            "maxFeePerGas": 10**10,
+            "maxPriorityFeePerGas": 10**9,
+        },
+    )
     r = await client.post(SCAN, json={"address": account.address, "refresh": True}, headers=tenant.auth("secret_live"))
     fresh = r.json()["data"]
     assert fresh["publicKeyExposed"] is True and fresh["cached"] is False
@@ -80,7 +92,9 @@ async def test_results_are_cached_until_the_ttl(scanner, anvil, scan_clock):
     client, tenant = scanner
     account = anvil.new_account(10**18)
     first = (await client.post(SCAN, json={"address": account.address}, headers=tenant.auth("secret_live"))).json()
-    second = (await client.post(SCAN, json={"address": account.address}, headers=tenant.auth("publishable_live"))).json()
+    second = (
+        await client.post(SCAN, json={"address": account.address}, headers=tenant.auth("publishable_live"))
+    ).json()
     assert second["data"]["cached"] is True
     assert second["data"]["scannedAt"] == first["data"]["scannedAt"]
     assert second["data"]["dataAsOf"] == first["data"]["dataAsOf"]
@@ -92,8 +106,8 @@ async def test_results_are_cached_until_the_ttl(scanner, anvil, scan_clock):
 async def test_identical_concurrent_scans_share_one_fetch(scanner, scan_app, anvil, monkeypatch):
     client, tenant = scanner
     account = anvil.new_account(10**18)
-    from storage.models import Environment
     from chains.registry import Chain
+    from storage.models import Environment
 
     real = scan_app.ctx.chain_clients[Environment.LIVE][Chain.ETHEREUM]
     calls = []
@@ -105,17 +119,23 @@ async def test_identical_concurrent_scans_share_one_fetch(scanner, scan_app, anv
         return await original(addresses)
 
     monkeypatch.setattr(real, "observe", counting)
-    responses = await asyncio.gather(*(
-        client.post(SCAN, json={"address": account.address, "refresh": True}, headers=tenant.auth("secret_live"))
-        for _ in range(5)))
+    responses = await asyncio.gather(
+        *(
+            client.post(SCAN, json={"address": account.address, "refresh": True}, headers=tenant.auth("secret_live"))
+            for _ in range(5)
+        )
+    )
     assert [r.status_code for r in responses] == [200] * 5
     assert len(calls) == 1
 
 
 async def test_address_with_no_activity_is_scan_003(scanner):
     client, tenant = scanner
-    assert_error(await client.post(SCAN, json={"address": Account.create().address}, headers=tenant.auth("secret_live")),
-                 404, "SCAN_003")
+    assert_error(
+        await client.post(SCAN, json={"address": Account.create().address}, headers=tenant.auth("secret_live")),
+        404,
+        "SCAN_003",
+    )
 
 
 async def test_invalid_address_and_unsupported_chain(scanner):
@@ -125,17 +145,30 @@ async def test_invalid_address_and_unsupported_chain(scanner):
     assert error["message"]
     bad_checksum = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAeD"  # EIP-55 example, last letter flipped
     assert_error(await client.post(SCAN, json={"address": bad_checksum}, headers=headers), 400, "SCAN_001")
-    assert_error(await client.post(SCAN, json={"address": "0x" + "ab" * 20, "chain": "dogecoin"}, headers=headers),
-                 400, "SCAN_002")
-    assert_error(await client.post(SCAN, json={"address": "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4",
-                                               "chain": "ethereum"}, headers=headers), 400, "SCAN_001")
+    assert_error(
+        await client.post(SCAN, json={"address": "0x" + "ab" * 20, "chain": "dogecoin"}, headers=headers),
+        400,
+        "SCAN_002",
+    )
+    assert_error(
+        await client.post(
+            SCAN, json={"address": "bc1qw508d6qejxtdg4y5r3zarvary0c5xw7kv8f3t4", "chain": "ethereum"}, headers=headers
+        ),
+        400,
+        "SCAN_001",
+    )
 
 
 async def test_upstream_down_is_scan_004(scanner, anvil):
     client, tenant = scanner
     account = anvil.new_account(10**18)
-    error = assert_error(await client.post(SCAN, json={"address": account.address, "chain": "polygon"},
-                                           headers=tenant.auth("secret_live")), 503, "SCAN_004")
+    error = assert_error(
+        await client.post(
+            SCAN, json={"address": account.address, "chain": "polygon"}, headers=tenant.auth("secret_live")
+        ),
+        503,
+        "SCAN_004",
+    )
     assert "polygon" in error["message"]
 
 
@@ -154,11 +187,14 @@ async def test_results_are_per_tenant_and_environment(scan_app, anvil):
 
 async def test_detect_lists_every_evm_chain(scanner):
     client, tenant = scanner
-    r = await client.post("/v1/scan/detect", json={"address": "0x" + "ab" * 20}, headers=tenant.auth("publishable_live"))
+    r = await client.post(
+        "/v1/scan/detect", json={"address": "0x" + "ab" * 20}, headers=tenant.auth("publishable_live")
+    )
     data = assert_meta(r)["data"]
     assert data["defaultChain"] == "ethereum" and len(data["chains"]) == 15
-    assert_error(await client.post("/v1/scan/detect", json={"address": "0"}, headers=tenant.auth("secret_live")),
-                 400, "SCAN_001")
+    assert_error(
+        await client.post("/v1/scan/detect", json={"address": "0"}, headers=tenant.auth("secret_live")), 400, "SCAN_001"
+    )
 
 
 async def test_watchlist_crud_and_isolation(scanner, scan_app):

@@ -7,8 +7,8 @@ from __future__ import annotations
 import httpx
 import pytest
 import schemathesis
-from schemathesis import GenerationMode
 from hypothesis import HealthCheck, given, settings
+from schemathesis import GenerationMode
 from schemathesis.checks import (
     content_type_conformance,
     not_a_server_error,
@@ -35,9 +35,14 @@ def fuzz_auth(fuzz_server) -> dict[str, str]:
     """A live secret key for the generated requests."""
     with httpx.Client(base_url=fuzz_server.base_url, timeout=30) as c:
         c.post("/v1/auth/register", json={"email": "fuzz@example.com", "password": "p" * 16})
-        session = c.post("/v1/auth/login", json={"email": "fuzz@example.com", "password": "p" * 16}).json()["data"]["token"]
-        key = c.post("/v1/auth/api-keys", json={"name": "fuzz", "type": "secret", "environment": "live"},
-                     headers={"Authorization": f"Bearer {session}"}).json()["data"]["key"]
+        session = c.post("/v1/auth/login", json={"email": "fuzz@example.com", "password": "p" * 16}).json()["data"][
+            "token"
+        ]
+        key = c.post(
+            "/v1/auth/api-keys",
+            json={"name": "fuzz", "type": "secret", "environment": "live"},
+            headers={"Authorization": f"Bearer {session}"},
+        ).json()["data"]["key"]
     return {"Authorization": f"Bearer {key}"}
 
 
@@ -58,7 +63,6 @@ def test_api_conforms_to_its_openapi_document(fuzz_server, fuzz_auth):
     assert len(operations) >= 8
     calls = 0
     for operation in operations:
-
         strategy = operation.as_strategy(GenerationMode.POSITIVE) | operation.as_strategy(GenerationMode.NEGATIVE)
 
         @given(case=strategy)

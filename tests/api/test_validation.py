@@ -15,7 +15,9 @@ REGISTER = "/v1/auth/register"
 
 async def test_unknown_field_is_named(client):
     error = assert_error(
-        await client.post(REGISTER, json={"email": "x@example.com", "password": "p" * 12, "admin": True}), 400, "REQ_001"
+        await client.post(REGISTER, json={"email": "x@example.com", "password": "p" * 12, "admin": True}),
+        400,
+        "REQ_001",
     )
     assert error["details"]["field"] == "admin"
 
@@ -33,9 +35,13 @@ async def test_mistyped_field_is_named(client):
 
 async def test_wrong_enum_value_is_named(client, tenant):
     error = assert_error(
-        await client.post("/v1/auth/api-keys", json={"name": "k", "type": "root", "environment": "live"},
-                          headers=tenant.auth("session")),
-        400, "REQ_001",
+        await client.post(
+            "/v1/auth/api-keys",
+            json={"name": "k", "type": "root", "environment": "live"},
+            headers=tenant.auth("session"),
+        ),
+        400,
+        "REQ_001",
     )
     assert error["details"]["field"] == "type"
 
@@ -58,15 +64,19 @@ async def test_json_array_instead_of_object(client):
 async def test_wrong_content_type(client):
     error = assert_error(
         await client.post(REGISTER, content=b"email=a", headers={"content-type": "application/x-www-form-urlencoded"}),
-        415, "REQ_003",
+        415,
+        "REQ_003",
     )
     assert error["details"]["received"] == "application/x-www-form-urlencoded"
     assert_error(await client.post(REGISTER, content=b"{}"), 415, "REQ_003")
 
 
 async def test_content_type_with_charset_is_accepted(client):
-    r = await client.post(REGISTER, content=json.dumps({"email": "bad", "password": "p" * 12}),
-                          headers={"content-type": "application/json; charset=utf-8"})
+    r = await client.post(
+        REGISTER,
+        content=json.dumps({"email": "bad", "password": "p" * 12}),
+        headers={"content-type": "application/json; charset=utf-8"},
+    )
     assert_error(r, 400, "REQ_001")
 
 

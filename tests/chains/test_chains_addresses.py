@@ -14,12 +14,12 @@ from chains.codecs.bitcoin import BitcoinAddress, P2PKHAddress, P2TRAddress, Wit
 from chains.codecs.cosmos import CosmosAddress
 from chains.codecs.detect import detect_chains, parse_address
 from chains.codecs.evm import EvmAddress
-from pqc.hashes import hash160, keccak256
 from chains.codecs.solana import SolanaAddress
 from chains.codecs.tron import TronAddress
 from chains.errors import InvalidAddress, UnsupportedChain
 from chains.observation import AccountType
 from chains.registry import EVM_CHAINS, Chain, Network
+from pqc.hashes import hash160, keccak256
 
 Loader = Callable[[str], Any]
 

@@ -15,9 +15,9 @@ from chains.bitcoin.script import OutputType, classify_script, push_items, scrip
 from chains.bitcoin.spend import SpendType, analyze_input
 from chains.bitcoin.tx import Block, Transaction, TxIn, merkle_root, parse_block, parse_transaction
 from chains.codecs.bitcoin import BitcoinAddress
-from pqc.hashes import hash160
 from chains.errors import MalformedChainData
 from chains.registry import Network
+from pqc.hashes import hash160
 
 Loader = Callable[[str], Any]
 

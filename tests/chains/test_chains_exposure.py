@@ -27,8 +27,8 @@ from chains.bitcoin.script import (
 )
 from chains.bitcoin.spend import InputDisclosure, SpendType, analyze_input
 from chains.bitcoin.tx import parse_transaction
-from pqc.hashes import hash160
 from chains.observation import Exposure
+from pqc.hashes import hash160
 
 Loader = Callable[[str], Any]
 

@@ -32,8 +32,12 @@ class Cli:
 
     def __init__(self, workdir: Path, base_url: str, capsys, monkeypatch) -> None:
         self.workdir, self.capsys = workdir, capsys
-        for name, value in {"HOME": str(workdir), "QDAY_API_URL": base_url, "QDAY_PASSWORD": PASSWORD,
-                            "QDAY_CLIENT_CONFIG": str(workdir / "client.toml")}.items():
+        for name, value in {
+            "HOME": str(workdir),
+            "QDAY_API_URL": base_url,
+            "QDAY_PASSWORD": PASSWORD,
+            "QDAY_CLIENT_CONFIG": str(workdir / "client.toml"),
+        }.items():
             monkeypatch.setenv(name, value)
         monkeypatch.delenv("QDAY_API_KEY", raising=False)
         monkeypatch.chdir(workdir)
@@ -52,8 +56,14 @@ class Cli:
 
     def process(self, *args: str, command: str = "qday-client", expect: int = 0) -> subprocess.CompletedProcess:
         """Run the installed console script in a child process."""
-        done = subprocess.run([str(BIN / command), *args], cwd=self.workdir, capture_output=True, text=True,
-                              timeout=60, stdin=subprocess.DEVNULL)
+        done = subprocess.run(
+            [str(BIN / command), *args],
+            cwd=self.workdir,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
         assert done.returncode == expect, f"{args}: exit {done.returncode}\n{done.stdout}\n{done.stderr}"
         return done
 
@@ -74,9 +84,15 @@ def test_quickstart_block_runs_as_written(server, tmp_path):
     assert len(commands) < 10
     script = "\n".join(c.replace(DOC_URL, server.base_url) for c in commands)
     env = {k: v for k, v in os.environ.items() if not k.startswith("QDAY_")}
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=180, env={**env, "PATH": f"{BIN}:{env['PATH']}", "HOME": str(tmp_path)},
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**env, "PATH": f"{BIN}:{env['PATH']}", "HOME": str(tmp_path)},
+        stdin=subprocess.DEVNULL,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"^valid\s+yes$", done.stdout, re.M)
     assert stat.S_IMODE((tmp_path / "pq.key").stat().st_mode) == 0o600
@@ -114,21 +130,37 @@ def test_keygen_register_attest_verify(cli, tmp_path, monkeypatch):
     assert registered["fingerprint"] == made["fingerprint"] and registered["origin"] == "registered"
 
     wallet = Account.create()
-    (tmp_path / "wallet.json").write_text(json.dumps(Account.encrypt(wallet.key, "keystore pw", kdf="pbkdf2",
-                                                                     iterations=1000)))
+    (tmp_path / "wallet.json").write_text(
+        json.dumps(Account.encrypt(wallet.key, "keystore pw", kdf="pbkdf2", iterations=1000))
+    )
     monkeypatch.setenv("QDAY_KEYSTORE_PASSWORD", "keystore pw")
-    attestation = cli.json("attest", "--ecdsa-key", "wallet.json", "--pq-key", "pq.key", "--message", "hello",
-                           "--context", "00ff", "--metadata", '{"desk": "ops"}')
+    attestation = cli.json(
+        "attest",
+        "--ecdsa-key",
+        "wallet.json",
+        "--pq-key",
+        "pq.key",
+        "--message",
+        "hello",
+        "--context",
+        "00ff",
+        "--metadata",
+        '{"desk": "ops"}',
+    )
     assert (attestation["strict"], attestation["context"], attestation["metadata"]) == (False, "00ff", {"desk": "ops"})
     assert bytes.fromhex(attestation["message"]) == b"hello"
     assert cli.json("verify", attestation["id"])["valid"] is True
     assert "REQ_005" in cli.run("verify", "att_" + "0" * 30, expect=1)[1]
     monkeypatch.setenv("QDAY_KEYSTORE_PASSWORD", "wrong")
-    assert "wrong keystore password" in cli.run("attest", "--ecdsa-key", "wallet.json", "--pq-key", "pq.key",
-                                                expect=2)[1]
+    assert (
+        "wrong keystore password" in cli.run("attest", "--ecdsa-key", "wallet.json", "--pq-key", "pq.key", expect=2)[1]
+    )
     monkeypatch.setenv("WALLET_KEY", wallet.key.hex())
-    strict = json.loads(cli.process("client", "attest", "--ecdsa-key", "env:WALLET_KEY", "--pq-key", "pq.key",
-                                    "--json", command="qday").stdout)  # `qday client`, a real process
+    strict = json.loads(
+        cli.process(
+            "client", "attest", "--ecdsa-key", "env:WALLET_KEY", "--pq-key", "pq.key", "--json", command="qday"
+        ).stdout
+    )  # `qday client`, a real process
     assert strict["strict"] is True and cli.json("verify", strict["id"])["valid"] is True
 
 

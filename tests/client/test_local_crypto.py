@@ -13,8 +13,7 @@ from eth_account import Account
 from eth_account.messages import encode_defunct
 
 import pqc
-from qday_client import EcdsaSigner, LocalError, load_signer
-from qday_client import keyfile, keystore
+from qday_client import EcdsaSigner, LocalError, keyfile, keystore, load_signer
 
 # Web3 Secret Storage Definition, test vector "PBKDF2-SHA-256" (password "testpassword").
 SPEC_VECTOR = {
@@ -23,8 +22,12 @@ SPEC_VECTOR = {
         "cipherparams": {"iv": "6087dab2f9fdbbfaddc31a909735c1e6"},
         "ciphertext": "5318b4d5bcd28de64ee5559e671353e16f075ecae9f99c7a79a38af5f869aa46",
         "kdf": "pbkdf2",
-        "kdfparams": {"c": 262144, "dklen": 32, "prf": "hmac-sha256",
-                      "salt": "ae3cd4e7013836a3df6bd7241b12db061dbe2c6785853cce422d148a624ce0bd"},
+        "kdfparams": {
+            "c": 262144,
+            "dklen": 32,
+            "prf": "hmac-sha256",
+            "salt": "ae3cd4e7013836a3df6bd7241b12db061dbe2c6785853cce422d148a624ce0bd",
+        },
         "mac": "517ead924a9d0dc3124507e3393d175ce3ff7c1e96529c6c555ce9e51205e9b2",
     },
     "id": "3198bc9c-6672-5ab3-d995-4942343ae5b6",
@@ -66,8 +69,10 @@ def test_damaged_key_file_is_refused(tmp_path):
         keyfile.load(path)
 
 
-@pytest.mark.parametrize("scheme,layout", [("eip191", pqc.SignatureLayout.RSV), ("digest", pqc.SignatureLayout.RSV),
-                                           ("bip137", pqc.SignatureLayout.BIP137)])
+@pytest.mark.parametrize(
+    "scheme,layout",
+    [("eip191", pqc.SignatureLayout.RSV), ("digest", pqc.SignatureLayout.RSV), ("bip137", pqc.SignatureLayout.BIP137)],
+)
 def test_ecdsa_signatures_recover_to_the_signer_with_the_server_code(scheme, layout):
     signer = EcdsaSigner(os.urandom(32))
     message = os.urandom(32)
@@ -107,8 +112,10 @@ def test_ecdsa_key_sources(tmp_path, monkeypatch):
     raw.write_bytes(key)
     text.write_text("0x" + key.hex() + "\n")
     monkeypatch.setenv("WALLET_KEY", key.hex())
-    addresses = {load_signer(s, lambda: pytest.fail("no password needed")).address()
-                 for s in (str(raw), str(text), "env:WALLET_KEY", key.hex())}
+    addresses = {
+        load_signer(s, lambda: pytest.fail("no password needed")).address()
+        for s in (str(raw), str(text), "env:WALLET_KEY", key.hex())
+    }
     assert addresses == {EcdsaSigner(key).address()}
     with pytest.raises(LocalError):
         load_signer("not-a-key", lambda: "")

@@ -16,14 +16,29 @@ from qday_client import models
 ROUTE_MODULES = ("accounts", "attestations", "keys", "managed", "scans", "service")
 #: Server response model name -> client result model.
 MIRRORS = {
-    "HealthOut": models.Health, "AccountOut": models.Account, "LoginOut": models.Login,
-    "SessionUser": models.SessionUser, "ApiKeyCreatedOut": models.CreatedApiKey, "ApiKeyOut": models.ApiKey,
-    "RotatedKeyOut": models.RotatedApiKey, "StatementOut": models.Statement, "AttestationOut": models.Attestation,
-    "VerificationOut": models.Verification, "GeneratedKeyOut": models.GeneratedKey, "ManagedKeyOut": models.ManagedKey,
-    "RegistrationChallengeOut": models.RegistrationChallenge, "PqKeyOut": models.PqKey,
-    "ManagedSignatureOut": models.ManagedSignature, "ManagedKeyEventOut": models.KeyEvent, "UsageOut": models.Usage,
-    "KeyUsageOut": models.KeyUsage, "WalletScanOut": models.WalletScan, "RiskFactorOut": models.RiskFactor,
-    "ChainFactorOut": models.ChainFactor, "DetectOut": models.Detection, "WatchedOut": models.Watched,
+    "HealthOut": models.Health,
+    "AccountOut": models.Account,
+    "LoginOut": models.Login,
+    "SessionUser": models.SessionUser,
+    "ApiKeyCreatedOut": models.CreatedApiKey,
+    "ApiKeyOut": models.ApiKey,
+    "RotatedKeyOut": models.RotatedApiKey,
+    "StatementOut": models.Statement,
+    "AttestationOut": models.Attestation,
+    "VerificationOut": models.Verification,
+    "GeneratedKeyOut": models.GeneratedKey,
+    "ManagedKeyOut": models.ManagedKey,
+    "RegistrationChallengeOut": models.RegistrationChallenge,
+    "PqKeyOut": models.PqKey,
+    "ManagedSignatureOut": models.ManagedSignature,
+    "ManagedKeyEventOut": models.KeyEvent,
+    "UsageOut": models.Usage,
+    "KeyUsageOut": models.KeyUsage,
+    "WalletScanOut": models.WalletScan,
+    "RiskFactorOut": models.RiskFactor,
+    "ChainFactorOut": models.ChainFactor,
+    "DetectOut": models.Detection,
+    "WatchedOut": models.Watched,
 }
 
 
@@ -55,8 +70,7 @@ def test_every_server_response_model_has_a_client_mirror():
     assert {m.__name__ for m in _response_models()} == set(MIRRORS)
 
 
-@pytest.mark.parametrize("server_model", sorted(_response_models(), key=lambda m: m.__name__),
-                         ids=lambda m: m.__name__)
+@pytest.mark.parametrize("server_model", sorted(_response_models(), key=lambda m: m.__name__), ids=lambda m: m.__name__)
 def test_client_model_has_the_same_wire_fields(server_model):
     client_model = MIRRORS[server_model.__name__]
     assert _wire_names(client_model) == _wire_names(server_model)

@@ -54,10 +54,15 @@ async def test_local_key_registered_with_proof_of_possession_backs_a_strict_atte
     assert (verification.valid, verification.ecdsa_valid, verification.pqc_valid) == (True, True, True)
 
     with pytest.raises(AttestationError) as replay:  # the statement is single-use
-        await client.sign_hybrid(message=attestation.message, ecdsa_signature=signer.sign(
-            bytes.fromhex(attestation.message), "eip191").hex(), ecdsa_public_key=signer.public_key().hex(),
+        await client.sign_hybrid(
+            message=attestation.message,
+            ecdsa_signature=signer.sign(bytes.fromhex(attestation.message), "eip191").hex(),
+            ecdsa_public_key=signer.public_key().hex(),
             pqc_signature=keyfile.sign(keypair, bytes.fromhex(attestation.message)).hex(),
-            pqc_public_key=keypair.public_key.hex(), algorithm="ml-dsa-65", strict=True)
+            pqc_public_key=keypair.public_key.hex(),
+            algorithm="ml-dsa-65",
+            strict=True,
+        )
     assert (replay.value.code, replay.value.status) == ("ATT_002", 409)
     assert replay.value.request_id.startswith("req_")
 
@@ -70,19 +75,27 @@ async def test_server_generated_key_signs_locally_and_local_signatures_verify_on
     assert isinstance(generated, models.GeneratedKey) and generated.private_key not in repr(generated)
     keypair = keyfile.from_generated(generated)
     signer = EcdsaSigner(os.urandom(32))
-    attestation = await attest(client, signer, keypair, chain="bitcoin", message=b"migrate to ml-dsa",
-                               context=b"qday")
+    attestation = await attest(client, signer, keypair, chain="bitcoin", message=b"migrate to ml-dsa", context=b"qday")
     assert (attestation.strict, attestation.ecdsa_scheme, attestation.context) == (False, "bip137", b"qday".hex())
     assert (await client.verify_attestation(attestation.id)).valid
 
     message = b"plain signature"
-    good = await client.verify_signature(public_key=generated.public_key, message=message.hex(),
-                                         signature=keyfile.sign(keypair, message).hex(), algorithm="ml-dsa-44")
+    good = await client.verify_signature(
+        public_key=generated.public_key,
+        message=message.hex(),
+        signature=keyfile.sign(keypair, message).hex(),
+        algorithm="ml-dsa-44",
+    )
     assert good.valid and good.ecdsa_valid is None
     forged = keyfile.sign(keyfile.generate("ml-dsa-44"), message)
-    raw = await client.verify_hybrid(message=message.hex(), ecdsa_signature=signer.sign(message, "eip191").hex(),
-                                     ecdsa_public_key=signer.address(), pqc_signature=forged.hex(),
-                                     pqc_public_key=generated.public_key, algorithm="ml-dsa-44")
+    raw = await client.verify_hybrid(
+        message=message.hex(),
+        ecdsa_signature=signer.sign(message, "eip191").hex(),
+        ecdsa_public_key=signer.address(),
+        pqc_signature=forged.hex(),
+        pqc_public_key=generated.public_key,
+        algorithm="ml-dsa-44",
+    )
     assert (raw.valid, raw.ecdsa_valid, raw.pqc_valid) == (False, True, False)
 
 
@@ -91,8 +104,9 @@ async def test_proof_of_possession_with_another_key_is_refused(client):
     challenge = await client.registration_challenge("ml-dsa-44", keypair.public_key.hex())
     signature = keyfile.sign(other, challenge.challenge.encode(), bytes.fromhex(challenge.context))
     with pytest.raises(CryptoError) as refused:
-        await client.register_key("ml-dsa-44", "ethereum", keypair.public_key.hex(), challenge.challenge,
-                                  signature.hex())
+        await client.register_key(
+            "ml-dsa-44", "ethereum", keypair.public_key.hex(), challenge.challenge, signature.hex()
+        )
     assert (refused.value.code, refused.value.status) == ("PQC_004", 422)
     with pytest.raises(CryptoError) as unregistered:
         await attest(client, EcdsaSigner(os.urandom(32)), keypair, message=b"not registered")
@@ -161,8 +175,11 @@ async def test_managed_key_lifecycle_through_the_sdk(client, server):
     pqc.verify("ml-dsa-44", bytes.fromhex(signed.public_key), b"pay 1 BTC", bytes.fromhex(signed.signature))
     assert (await client.delete_managed_key(managed.id)).state == "pending_deletion"
     assert (await client.cancel_key_deletion(managed.id)).state == "active"
-    assert [e.type for e in await client.key_events(managed.id)] == ["created", "deletion_scheduled",
-                                                                      "deletion_cancelled"]
+    assert [e.type for e in await client.key_events(managed.id)] == [
+        "created",
+        "deletion_scheduled",
+        "deletion_cancelled",
+    ]
     assert (await client.managed_key(managed.id)).state == "active"
     assert (await client.usage()).signatures == 1
 
@@ -171,4 +188,7 @@ async def test_local_slh_dsa_key_registers_too(client):
     keypair = keyfile.generate("slh-dsa-128s")
     registered = await register_key(client, keypair, "bitcoin")
     assert (registered.algorithm, registered.chain, registered.public_key) == (
-        "slh-dsa-sha2-128s", "bitcoin", keypair.public_key.hex())
+        "slh-dsa-sha2-128s",
+        "bitcoin",
+        keypair.public_key.hex(),
+    )

@@ -44,8 +44,9 @@ def test_client_distribution_declares_everything_its_code_imports():
 
 
 def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess:
-    done = subprocess.run([str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=120,
-                          stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [str(a) for a in args], cwd=cwd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL
+    )
     assert done.returncode == 0, f"{args}:\n{done.stdout}\n{done.stderr}"
     return done
 
@@ -59,14 +60,26 @@ def test_wheel_installs_without_server_dependencies_and_generates_keys(tmp_path)
     python = tmp_path / "venv" / "bin" / "python"
     _run(UV, "pip", "install", "--quiet", "--python", python, wheel, cwd=tmp_path)
 
-    installed = {p.name.split("-")[0].lower() for p in (tmp_path / "venv").glob("lib/python*/site-packages/*.dist-info")}
+    installed = {
+        p.name.split("-")[0].lower() for p in (tmp_path / "venv").glob("lib/python*/site-packages/*.dist-info")
+    }
     assert {"qday_client", "httpx", "pqcrypto", "coincurve"} <= installed
     assert not installed & {"sanic", "dagster", "duckdb", "polars", "web3", "argon2_cffi", "pydantic"}
     location = _run(python, "-c", "import pqc; print(pqc.__file__)", cwd=tmp_path).stdout
     assert str(tmp_path / "venv") in location  # the wheel's copy, not the repository's
 
-    made = json.loads(_run(tmp_path / "venv" / "bin" / "qday-client", "keygen", "--algorithm", "ml-dsa-44", "--out",
-                           "pq.key", "--json", cwd=tmp_path).stdout)
+    made = json.loads(
+        _run(
+            tmp_path / "venv" / "bin" / "qday-client",
+            "keygen",
+            "--algorithm",
+            "ml-dsa-44",
+            "--out",
+            "pq.key",
+            "--json",
+            cwd=tmp_path,
+        ).stdout
+    )
     keypair = keyfile.load(tmp_path / "pq.key")
     assert made["fingerprint"] == pqc.public_key_fingerprint(keypair.public_key)
     pqc.verify("ml-dsa-44", keypair.public_key, b"m", keyfile.sign(keypair, b"m"))

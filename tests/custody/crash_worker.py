@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from api.accounts import Principal
-from api.custody import ManagedCustodyService
 from api.clock import SystemClock
+from api.custody import ManagedCustodyService
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.models import Account, Environment, Plan
 from storage.sqlite import open_database

@@ -36,7 +36,7 @@ SOFTHSM_AVAILABLE = Path(SOFTHSM_MODULE).is_file() and shutil.which("softhsm2-ut
 requires_softhsm = pytest.mark.skipif(
     not SOFTHSM_AVAILABLE,
     reason=f"SoftHSM2 is not installed ({SOFTHSM_MODULE} or softhsm2-util missing): `make test` installs it "
-           "(apt-get install softhsm2)",
+    "(apt-get install softhsm2)",
 )
 
 _shared: Path | None = None
@@ -67,8 +67,9 @@ def managed_seeds(db_path: Path, unwrap) -> dict[str, bytes]:
     unwrapped through a custody backend (the only way to see a seed)."""
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
-        rows = conn.execute("SELECT id, account_id, environment, algorithm, key_ref FROM managed_keys"
-                            " WHERE key_ref IS NOT NULL").fetchall()
+        rows = conn.execute(
+            "SELECT id, account_id, environment, algorithm, key_ref FROM managed_keys WHERE key_ref IS NOT NULL"
+        ).fetchall()
     finally:
         conn.close()
     seeds = {}
@@ -85,7 +86,7 @@ def secret_patterns(seed: bytes, algorithm: str = "ml-dsa-65") -> list[bytes]:
     """Byte strings that must never appear outside custody: the seed ξ and the
     secret parts derived from it (FIPS 204 KeyGen: ρ' and K from H(ξ‖k‖l)),
     raw and in the text encodings a log or response would use."""
-    k, l = _DIMENSIONS[algorithm]
+    k, l = _DIMENSIONS[algorithm]  # noqa: E741 - FIPS 204's name for the dimension
     expanded = hashlib.shake_256(seed + bytes((k, l))).digest(128)
     rho_prime, key_k = expanded[32:96], expanded[96:128]
     patterns = []
@@ -104,8 +105,9 @@ def files_containing(root: Path, patterns: list[bytes]) -> list[str]:
     return hits
 
 
-def add_principal(db: sqlite3.Connection, plan: Plan = Plan.PRO,
-                  environment: Environment = Environment.LIVE) -> Principal:
+def add_principal(
+    db: sqlite3.Connection, plan: Plan = Plan.PRO, environment: Environment = Environment.LIVE
+) -> Principal:
     """A new account row on ``db`` and a secret-key principal for it."""
     account_id = new_id("usr")
     account = Account(account_id, f"{account_id}@example.com", None, plan, datetime(2026, 1, 1, tzinfo=UTC))

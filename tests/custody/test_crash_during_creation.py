@@ -31,8 +31,9 @@ def _token_objects(backend) -> int:
 
 
 def _counts(db) -> tuple[int, int, int]:
-    return tuple(db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                 for t in ("managed_keys", "managed_key_events", "pq_keys"))
+    return tuple(
+        db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("managed_keys", "managed_key_events", "pq_keys")
+    )
 
 
 def _fail(*_args, **_kwargs):
@@ -44,6 +45,7 @@ def _fail_encrypt(original):
         if operation == "encrypt":
             raise CustodyUnavailable("injected: token failed while wrapping")
         return original(operation, *args)
+
     return crypt
 
 
@@ -101,8 +103,12 @@ def test_killed_mid_creation_leaves_only_whole_keys(backend, db, tmp_path):
     printed: list[str] = []
     kills = 3
     for _ in range(kills):
-        proc = subprocess.Popen([sys.executable, "-m", "tests.custody.crash_worker", str(db_path),
-                                 principal.account.id], cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.custody.crash_worker", str(db_path), principal.account.id],
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "ready"
         printed += [proc.stdout.readline().strip() for _ in range(rng.randint(3, 12))]
@@ -110,15 +116,18 @@ def test_killed_mid_creation_leaves_only_whole_keys(backend, db, tmp_path):
         proc.send_signal(signal.SIGKILL)
         printed += proc.stdout.read().split()
         proc.wait(timeout=30)
-    rows = db.execute("SELECT id, account_id, environment, algorithm, public_key, key_ref, state FROM managed_keys"
-                      ).fetchall()
+    rows = db.execute(
+        "SELECT id, account_id, environment, algorithm, public_key, key_ref, state FROM managed_keys"
+    ).fetchall()
     ids = {row[0] for row in rows}
     assert set(printed) <= ids and len(ids) - len(printed) <= kills  # at most one committed-but-unreported per kill
     for key_id, account_id, environment, algorithm, public_key, key_ref, state in rows:
         assert state == "active" and key_ref is not None
         seed = backend._unwrap(key_ref, binding_for(key_id, account_id, environment, algorithm))
         assert public_key_from_seed(Algorithm(algorithm), seed) == public_key  # whole, opens, matches
-        assert db.execute("SELECT type FROM managed_key_events WHERE key_id = ?", (key_id,)).fetchall() == [("created",)]
+        assert db.execute("SELECT type FROM managed_key_events WHERE key_id = ?", (key_id,)).fetchall() == [
+            ("created",)
+        ]
         assert db.execute("SELECT 1 FROM pq_keys WHERE id = ?", (key_id,)).fetchone()
     assert _counts(db) == (len(rows), len(rows), len(rows))
     assert _token_objects(backend) == objects  # nothing per key on the token, so no orphans there

@@ -65,8 +65,10 @@ async def test_seven_day_window_then_irreversible_destruction(service, store, pr
     assert gone.public_key == doomed.public_key  # the public half stays, for old signatures
     row = db.execute("SELECT key_ref, state FROM managed_keys WHERE id = ?", (doomed.id,)).fetchone()
     assert row == (None, "destroyed")
-    for action in (lambda: service.cancel_deletion(principal, doomed.id),
-                   lambda: service.schedule_deletion(principal, doomed.id)):
+    for action in (
+        lambda: service.cancel_deletion(principal, doomed.id),
+        lambda: service.schedule_deletion(principal, doomed.id),
+    ):
         with pytest.raises(ApiError) as final:
             await action()
         assert _code(final) == "CUS_005"
@@ -76,10 +78,16 @@ async def test_seven_day_window_then_irreversible_destruction(service, store, pr
     assert service.get(principal, kept.id).state is ManagedKeyState.ACTIVE
 
     events = [(e.type, e.state.value, e.actor.split(":")[0]) for e in service.events(principal, doomed.id)]
-    assert events == [("created", "active", "api_key"), ("deletion_scheduled", "pending_deletion", "api_key"),
-                      ("destroyed", "destroyed", "system")]
-    assert [e.type for e in service.events(principal, kept.id)] == ["created", "deletion_scheduled",
-                                                                     "deletion_cancelled"]
+    assert events == [
+        ("created", "active", "api_key"),
+        ("deletion_scheduled", "pending_deletion", "api_key"),
+        ("destroyed", "destroyed", "system"),
+    ]
+    assert [e.type for e in service.events(principal, kept.id)] == [
+        "created",
+        "deletion_scheduled",
+        "deletion_cancelled",
+    ]
     assert [e.request_id for e in service.events(principal, kept.id)] == ["req_1", "req_3", "req_4"]
     assert store.verify_event_chain(principal.account.id)
 
@@ -90,10 +98,13 @@ async def test_audit_log_and_destruction_cannot_be_rewritten(service, store, pri
     await service.schedule_deletion(principal, key.id)
     clock.advance(7 * DAY)
     await service.purge_due()
-    for statement in ("UPDATE managed_key_events SET actor = 'nobody'", "DELETE FROM managed_key_events",
-                      "UPDATE managed_keys SET state = 'active' WHERE id = ?",
-                      "UPDATE managed_keys SET key_ref = x'00' WHERE id = ?",
-                      "DELETE FROM managed_keys WHERE id = ?"):
+    for statement in (
+        "UPDATE managed_key_events SET actor = 'nobody'",
+        "DELETE FROM managed_key_events",
+        "UPDATE managed_keys SET state = 'active' WHERE id = ?",
+        "UPDATE managed_keys SET key_ref = x'00' WHERE id = ?",
+        "DELETE FROM managed_keys WHERE id = ?",
+    ):
         args = (key.id,) if "?" in statement else ()
         with pytest.raises(sqlite3.IntegrityError):
             db.execute(statement, args)
@@ -149,8 +160,12 @@ async def test_plans_and_algorithms(service, db):
     assert _code(long_context) == "REQ_001"
     # A downgraded account keeps its keys (read, delete) but cannot sign.
     db.execute("UPDATE accounts SET plan = 'free' WHERE id = ?", (pro.account.id,))
-    downgraded = type(pro)(type(pro.account)(pro.account.id, pro.account.email, None, Plan.FREE,
-                                             pro.account.created_at), "secret", pro.credential_id, pro.environment)
+    downgraded = type(pro)(
+        type(pro.account)(pro.account.id, pro.account.email, None, Plan.FREE, pro.account.created_at),
+        "secret",
+        pro.credential_id,
+        pro.environment,
+    )
     with pytest.raises(ApiError) as gated:
         await service.sign(downgraded, key.id, "ml-dsa-65", b"m", b"")
     assert _code(gated) == "CUS_001"
@@ -174,7 +189,12 @@ async def test_usage_per_key_per_month_across_the_boundary(store, backend, db):
     assert december.month == "2026-12"
     assert {k.key_id: k.signatures for k in november.keys} == {a.id: 3, b.id: 1}
     assert {k.key_id: k.signatures for k in december.keys} == {a.id: 2, b.id: 0}
-    assert (november.signatures, november.key_months, november.signature_blocks, november.billable_units) == (4, 2, 1, 3)
+    assert (november.signatures, november.key_months, november.signature_blocks, november.billable_units) == (
+        4,
+        2,
+        1,
+        3,
+    )
     assert service.usage(principal, "2026-10").keys == []
     # Another environment of the same account counts separately.
     test_env = type(principal)(principal.account, "secret", "key_t", Environment.TEST)
@@ -268,8 +288,13 @@ async def test_purge_keys_command_and_function(tmp_path, backend):
     # a tool's entry point (it runs its own event loop), so called from a thread here
     before_due = ManualClock(datetime(2020, 1, 7, 23, 59, tzinfo=UTC))
     assert await asyncio.to_thread(purge_due_keys, settings, before_due) == []
-    done = subprocess.run([sys.executable, "-m", "api.cli", "admin", "purge-keys", "--data-dir", str(tmp_path)],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "admin", "purge-keys", "--data-dir", str(tmp_path)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "destroyed 2 managed key(s)" in done.stdout
     states = dict(conn.execute("SELECT id, state FROM managed_keys"))
@@ -278,7 +303,9 @@ async def test_purge_keys_command_and_function(tmp_path, backend):
 
 
 def test_migration_splitter_keeps_trigger_bodies_whole():
-    script = ("CREATE TABLE t (x);\n-- a comment; with a semicolon\nCREATE TRIGGER tr BEFORE DELETE ON t\nBEGIN\n"
-              "    SELECT RAISE(ABORT, 'no; never');\nEND;\nCREATE INDEX i ON t(x);\n")
+    script = (
+        "CREATE TABLE t (x);\n-- a comment; with a semicolon\nCREATE TRIGGER tr BEFORE DELETE ON t\nBEGIN\n"
+        "    SELECT RAISE(ABORT, 'no; never');\nEND;\nCREATE INDEX i ON t(x);\n"
+    )
     statements = split_statements(script)
     assert len(statements) == 3 and statements[1].endswith("END;")

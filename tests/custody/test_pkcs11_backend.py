@@ -60,10 +60,12 @@ def test_created_keys_sign_verifiable_signatures(backend, algorithm):
 
 def test_wrapped_seed_is_bound_to_its_row(backend):
     made = backend.create(Algorithm.ML_DSA_65, BIND)
-    others = [binding_for("key_two", "usr_one", "live", "ml-dsa-65"),  # swapped into another row
-              binding_for("key_one", "usr_two", "live", "ml-dsa-65"),  # another account
-              binding_for("key_one", "usr_one", "test", "ml-dsa-65"),  # the other environment
-              binding_for("key_one", "usr_one", "live", "ml-dsa-87")]  # relabelled algorithm
+    others = [
+        binding_for("key_two", "usr_one", "live", "ml-dsa-65"),  # swapped into another row
+        binding_for("key_one", "usr_two", "live", "ml-dsa-65"),  # another account
+        binding_for("key_one", "usr_one", "test", "ml-dsa-65"),  # the other environment
+        binding_for("key_one", "usr_one", "live", "ml-dsa-87"),
+    ]  # relabelled algorithm
     for binding in others:
         with pytest.raises(CustodyIntegrityError):
             backend.sign(Algorithm.ML_DSA_65, made.key_ref, binding, b"m", b"")

@@ -5,7 +5,6 @@ the resources to hand to ``materialize``."""
 from __future__ import annotations
 
 import asyncio
-
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -82,12 +81,20 @@ class DataDir:
         finally:
             conn.close()
 
-    def watch(self, account_id: str, chain: str, address: str, environment: Environment = Environment.LIVE,
-              label: str | None = None, created_at: datetime | None = None) -> WatchedAddress:
+    def watch(
+        self,
+        account_id: str,
+        chain: str,
+        address: str,
+        environment: Environment = Environment.LIVE,
+        label: str | None = None,
+        created_at: datetime | None = None,
+    ) -> WatchedAddress:
         conn = self.connect()
         try:
-            entry = WatchedAddress(new_id("wat"), account_id, environment, chain, address, label,
-                                   created_at or datetime.now(UTC))
+            entry = WatchedAddress(
+                new_id("wat"), account_id, environment, chain, address, label, created_at or datetime.now(UTC)
+            )
             return asyncio.run(SqliteScanStore(conn).watch(entry))
         finally:
             conn.close()
@@ -95,8 +102,10 @@ class DataDir:
     def results(self) -> list[tuple]:
         conn = self.connect()
         try:
-            return conn.execute("SELECT account_id, environment, chain, address, result, risk_value, scanned_at,"
-                                " source FROM scan_results ORDER BY account_id, environment, chain, address").fetchall()
+            return conn.execute(
+                "SELECT account_id, environment, chain, address, result, risk_value, scanned_at,"
+                " source FROM scan_results ORDER BY account_id, environment, chain, address"
+            ).fetchall()
         finally:
             conn.close()
 
@@ -130,16 +139,34 @@ def esplora() -> Iterator[ThreadedLoopback]:
     loop.close()
 
 
-def evm_observation(address: str, balance: int, nonce: int, environment: Environment = Environment.LIVE,
-                    chain: str = "ethereum", observed_at: datetime | None = None) -> tuple[Environment, Observation]:
+def evm_observation(
+    address: str,
+    balance: int,
+    nonce: int,
+    environment: Environment = Environment.LIVE,
+    chain: str = "ethereum",
+    observed_at: datetime | None = None,
+) -> tuple[Environment, Observation]:
     """A recorded EVM observation (what ``EvmClient`` reports for an EOA)."""
     canonical = str(parse_address(address, chain))
     return environment, Observation(
-        chain=chain, address=canonical, address_type="eoa", account_type=AccountType.EOA, balance=balance,
-        decimals=18, symbol="ETH" if chain == "ethereum" else "POL", tx_count=nonce, outbound_tx_count=nonce,
-        exposure=Exposure.EXPOSED_AT_REST if nonce else Exposure.EXPOSED_ON_SPEND, public_key=None,
-        address_reuse_count=max(nonce - 1, 0), first_activity=None, last_activity=None, source="evm-jsonrpc",
-        height=100, observed_at=observed_at or datetime.now(UTC) - timedelta(seconds=5),
+        chain=chain,
+        address=canonical,
+        address_type="eoa",
+        account_type=AccountType.EOA,
+        balance=balance,
+        decimals=18,
+        symbol="ETH" if chain == "ethereum" else "POL",
+        tx_count=nonce,
+        outbound_tx_count=nonce,
+        exposure=Exposure.EXPOSED_AT_REST if nonce else Exposure.EXPOSED_ON_SPEND,
+        public_key=None,
+        address_reuse_count=max(nonce - 1, 0),
+        first_activity=None,
+        last_activity=None,
+        source="evm-jsonrpc",
+        height=100,
+        observed_at=observed_at or datetime.now(UTC) - timedelta(seconds=5),
     )
 
 
@@ -161,8 +188,10 @@ def snapshot_world(data_dir: DataDir, tmp_path: Path):
             for n in range(start, start + count):
                 address = evm_address(n)
                 created = datetime.now(UTC) - timedelta(minutes=10)
-                conn.execute("INSERT INTO watchlist VALUES (?,?,?,?,?,?,?)",
-                             (new_id("wat"), account_id, "live", "ethereum", address, None, ts(created)))
+                conn.execute(
+                    "INSERT INTO watchlist VALUES (?,?,?,?,?,?,?)",
+                    (new_id("wat"), account_id, "live", "ethereum", address, None, ts(created)),
+                )
                 observations.append(evm_observation(address, balance=n * 10**17, nonce=n % 7))
             conn.execute("COMMIT")
             assert len(store.watchlist(account_id, Environment.LIVE)) >= count

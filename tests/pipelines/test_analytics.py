@@ -16,9 +16,24 @@ DAY = date(2026, 11, 22)
 
 def readiness_rows(n: int, run: str = "r1", day: date = DAY) -> pl.DataFrame:
     return pl.DataFrame(
-        [{"chain": f"chain{i}", "category": "major", "family": "evm", "grade": "F", "grade_label": "x",
-          "factor": "signature_scheme", "status": "vulnerable", "detail": "d", "source": "https://example.org",
-          "scoring_version": "v", "readiness_as_of": DAY, "scan_date": day, "run_id": run} for i in range(n)],
+        [
+            {
+                "chain": f"chain{i}",
+                "category": "major",
+                "family": "evm",
+                "grade": "F",
+                "grade_label": "x",
+                "factor": "signature_scheme",
+                "status": "vulnerable",
+                "detail": "d",
+                "source": "https://example.org",
+                "scoring_version": "v",
+                "readiness_as_of": DAY,
+                "scan_date": day,
+                "run_id": run,
+            }
+            for i in range(n)
+        ],
         schema=TABLES["chain_readiness"].schema,
     )
 
@@ -71,14 +86,32 @@ def test_newly_watched_rows_count_until_a_daily_file_covers_them(tmp_path: Path)
     at = datetime(2026, 11, 22, 3, tzinfo=UTC)
 
     def prices(env: str, batch: str, run: str) -> pl.DataFrame:
-        return pl.DataFrame([{"environment": env, "chain": "ethereum", "symbol": "ETH", "price_usd": 1.0,
-                              "price_as_of": at, "price_source": "s", "scan_date": DAY, "batch": batch,
-                              "run_id": run, "fetched_at": at}], schema=schema)
+        return pl.DataFrame(
+            [
+                {
+                    "environment": env,
+                    "chain": "ethereum",
+                    "symbol": "ETH",
+                    "price_usd": 1.0,
+                    "price_as_of": at,
+                    "price_source": "s",
+                    "scan_date": DAY,
+                    "batch": batch,
+                    "run_id": run,
+                    "fetched_at": at,
+                }
+            ],
+            schema=schema,
+        )
 
-    store.write_frame("native_prices", store.new_file("native_prices", DAY, "ethereum", "run1"),
-                      prices("live", "new", "run1"))
-    store.write_frame("native_prices", store.new_file("native_prices", DAY, "ethereum", "run2"),
-                      pl.concat([prices("live", "new", "run2"), prices("test", "new", "run2")]))
+    store.write_frame(
+        "native_prices", store.new_file("native_prices", DAY, "ethereum", "run1"), prices("live", "new", "run1")
+    )
+    store.write_frame(
+        "native_prices",
+        store.new_file("native_prices", DAY, "ethereum", "run2"),
+        pl.concat([prices("live", "new", "run2"), prices("test", "new", "run2")]),
+    )
     con = store.connect()
     query = "SELECT environment, batch, run_id FROM native_prices ORDER BY environment"
     assert con.execute(query).fetchall() == [("live", "new", "run2"), ("test", "new", "run2")]

@@ -36,7 +36,8 @@ def endpoints_config(path: Path, anvil: Anvil, esplora: ThreadedLoopback, down_p
     """A qday settings file whose [chains] table points Ethereum (both environments) at
     anvil, Bitcoin at the loopback Esplora and Polygon at a port nobody listens on."""
     evm = f'{{ url = "{anvil.url}", chain_id = {anvil.chain_id} }}'
-    path.write_text(f"""
+    path.write_text(
+        f"""
 [chains.settings]
 timeout = 3
 retry_attempts = 1
@@ -54,7 +55,9 @@ ethereum = "{anvil.url}"
 
 [chains.test.prices]
 feeds = {{ ETH = "{FEED}" }}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -68,8 +71,7 @@ def chain_state(anvil: Anvil) -> dict[str, str]:
     anvil.rpc("anvil_setCode", contract, "0x" + assemble(["STOP"]).hex())
     anvil.fund(contract, 7 * 10**18)
     deploy_feed(anvil, FEED, ETH_USD, datetime.now(UTC))
-    return {"signed": signed.address, "fresh": fresh.address, "contract": contract,
-            "empty": Account.create().address}
+    return {"signed": signed.address, "fresh": fresh.address, "contract": contract, "empty": Account.create().address}
 
 
 @pytest.fixture
@@ -83,12 +85,26 @@ def world(data_dir: DataDir, tmp_path: Path, anvil: Anvil, esplora: ThreadedLoop
     data_dir.watch(a, "bitcoin", BTC_ADDRESS)
     data_dir.watch(a, "polygon", chain_state["signed"])
     esplora.server.route("GET", "/blocks/tip/height", 900_000)
-    esplora.server.route("GET", f"/address/{BTC_ADDRESS}", {
-        "chain_stats": {"funded_txo_count": 1, "funded_txo_sum": 50_000_000, "spent_txo_count": 0,
-                        "spent_txo_sum": 0, "tx_count": 1},
-        "mempool_stats": {"funded_txo_count": 0, "funded_txo_sum": 0, "spent_txo_count": 0, "spent_txo_sum": 0,
-                          "tx_count": 0},
-    })
+    esplora.server.route(
+        "GET",
+        f"/address/{BTC_ADDRESS}",
+        {
+            "chain_stats": {
+                "funded_txo_count": 1,
+                "funded_txo_sum": 50_000_000,
+                "spent_txo_count": 0,
+                "spent_txo_sum": 0,
+                "tx_count": 1,
+            },
+            "mempool_stats": {
+                "funded_txo_count": 0,
+                "funded_txo_sum": 0,
+                "spent_txo_count": 0,
+                "spent_txo_sum": 0,
+                "tx_count": 0,
+            },
+        },
+    )
     esplora.server.route("GET", f"/address/{BTC_ADDRESS}/txs", [])
     config = str(endpoints_config(tmp_path / "qday.toml", anvil, esplora, free_port()))
     resources = data_dir.resources(
@@ -119,8 +135,13 @@ def test_a_partition_lands_its_tables_and_publishes_what_the_scan_endpoint_would
     published = world["dir"].results()
     keys = {(r[0], r[1], r[3]) for r in published}
     a, b = world["a"], world["b"]
-    assert keys == {(a, "live", world["signed"]), (a, "live", world["fresh"]), (a, "live", world["contract"]),
-                    (a, "test", world["fresh"]), (b, "live", world["signed"])}  # the empty address is SCAN_003
+    assert keys == {
+        (a, "live", world["signed"]),
+        (a, "live", world["fresh"]),
+        (a, "live", world["contract"]),
+        (a, "test", world["fresh"]),
+        (b, "live", world["signed"]),
+    }  # the empty address is SCAN_003
     assert {r[7] for r in published} == {"pipeline"}
 
     # The stored JSON is exactly what the scan endpoint builds for that observation and price.
@@ -128,8 +149,14 @@ def test_a_partition_lands_its_tables_and_publishes_what_the_scan_endpoint_would
     for row in scorer_row_types(risk.filter(pl.col("has_activity"))).iter_rows(named=True):
         observation = observation_from_row(row)
         price = PriceQuote(Decimal(str(row["price_usd"])), row["price_as_of"])
-        expected = scan_record(observation, score_observation(observation, price, readiness), a,
-                               Environment(row["environment"]), row["scanned_at"], "pipeline")
+        expected = scan_record(
+            observation,
+            score_observation(observation, price, readiness),
+            a,
+            Environment(row["environment"]),
+            row["scanned_at"],
+            "pipeline",
+        )
         stored = next(r for r in published if (r[0], r[1], r[3]) == (a, row["environment"], row["address"]))
         assert json.loads(stored[4]) == json.loads(expected.result)
 
@@ -205,11 +232,11 @@ def test_partition_keys_name_chain_and_day() -> None:
 
 
 def test_a_snapshot_recorded_from_anvil_replays_the_same_scores(world: dict, tmp_path: Path) -> None:
-    from pipelines.runner import LoopThread
-    from pipelines.sources import ClientChainData, RecordingChainData, SnapshotChainData, write_snapshot
     from api.settings import load_settings
     from chains.codecs.detect import parse_address
     from chains.registry import Chain
+    from pipelines.runner import LoopThread
+    from pipelines.sources import ClientChainData, RecordingChainData, SnapshotChainData, write_snapshot
 
     config = world["resources"]["chain_data"].config_file
     addresses = [parse_address(world[name], "ethereum") for name in ("signed", "fresh", "contract")]
@@ -218,8 +245,11 @@ def test_a_snapshot_recorded_from_anvil_replays_the_same_scores(world: dict, tmp
         live = loop.run(recorder.observe(Environment.LIVE, Chain.ETHEREUM, addresses))
         loop.run(recorder.aclose())
         write_snapshot(tmp_path / "recorded.jsonl", recorder.recorded)
-        replayed = loop.run(SnapshotChainData.from_file(tmp_path / "recorded.jsonl")
-                            .observe(Environment.LIVE, Chain.ETHEREUM, addresses))
+        replayed = loop.run(
+            SnapshotChainData.from_file(tmp_path / "recorded.jsonl").observe(
+                Environment.LIVE, Chain.ETHEREUM, addresses
+            )
+        )
     assert replayed == live
 
 

@@ -20,9 +20,16 @@ def test_sql_command_prints_csv(snapshot_world, capsys) -> None:
     run = materialize([*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"), resources=resources)
     assert run.success
     capsys.readouterr()
-    code = main(["sql", "--data-dir", str(data_dir.root), "-c",
-                 "SELECT address, risk_score, risk_value, balance, public_key FROM address_risk_latest"
-                 " ORDER BY risk_value DESC, address LIMIT 3"])
+    code = main(
+        [
+            "sql",
+            "--data-dir",
+            str(data_dir.root),
+            "-c",
+            "SELECT address, risk_score, risk_value, balance, public_key FROM address_risk_latest"
+            " ORDER BY risk_value DESC, address LIMIT 3",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     rows = list(csv.reader(io.StringIO(out)))
@@ -37,8 +44,10 @@ def test_sql_command_reports_errors(data_dir: DataDir, capsys) -> None:
 
 
 def test_sql_shell_reads_statements_from_piped_input(data_dir: DataDir, capsys, monkeypatch) -> None:
-    script = ".tables\nSELECT 1 AS one,\n  'two' AS two;\nSELECT count(*) AS n FROM address_risk; SELECT 42 AS x;\n" \
-             "SELECT nope;\n.quit\nSELECT 'not reached';\n"
+    script = (
+        ".tables\nSELECT 1 AS one,\n  'two' AS two;\nSELECT count(*) AS n FROM address_risk; SELECT 42 AS x;\n"
+        "SELECT nope;\n.quit\nSELECT 'not reached';\n"
+    )
     monkeypatch.setattr(sys, "stdin", io.StringIO(script))
     assert main(["sql", "--data-dir", str(data_dir.root)]) == 0
     captured = capsys.readouterr()
@@ -63,19 +72,33 @@ def write_csv(path: Path, text: str) -> Path:
 def test_watch_import_adds_good_rows_and_reports_bad_ones(data_dir: DataDir, tmp_path: Path, capsys) -> None:
     data_dir.account("ops@example.com")
     lower = evm_address(0xAB).lower()
-    source = write_csv(tmp_path / "watch.csv", (
-        "address,chain,label\n"
-        f"{lower},,treasury\n"                                   # 2: EVM, no chain: ethereum, canonical form stored
-        f"{evm_address(0xAB)},base,treasury on base\n"           # 3
-        "bc1qrw8us6s8x05ks479fyevq03qr243m703jmvdex,,cold\n"     # 4: detected bitcoin
-        "0x1234,,short\n"                                        # 5: bad address
-        f"{evm_address(1)},dogecoin,\n"                          # 6: unknown chain
-        ",,empty\n"                                              # 7: no address
-        "cosmos1notreally,cosmos,x\n"                            # 8: bad checksum
-        f"{lower},ethereum,duplicate\n"                          # 9: already watched (line 2)
-    ))
-    code = main(["watch", "import", str(source), "--account", "OPS@example.com", "--environment", "live",
-                 "--data-dir", str(data_dir.root)])
+    source = write_csv(
+        tmp_path / "watch.csv",
+        (
+            "address,chain,label\n"
+            f"{lower},,treasury\n"  # 2: EVM, no chain: ethereum, canonical form stored
+            f"{evm_address(0xAB)},base,treasury on base\n"  # 3
+            "bc1qrw8us6s8x05ks479fyevq03qr243m703jmvdex,,cold\n"  # 4: detected bitcoin
+            "0x1234,,short\n"  # 5: bad address
+            f"{evm_address(1)},dogecoin,\n"  # 6: unknown chain
+            ",,empty\n"  # 7: no address
+            "cosmos1notreally,cosmos,x\n"  # 8: bad checksum
+            f"{lower},ethereum,duplicate\n"  # 9: already watched (line 2)
+        ),
+    )
+    code = main(
+        [
+            "watch",
+            "import",
+            str(source),
+            "--account",
+            "OPS@example.com",
+            "--environment",
+            "live",
+            "--data-dir",
+            str(data_dir.root),
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 1
     errors = captured.err.strip().splitlines()
@@ -85,9 +108,11 @@ def test_watch_import_adds_good_rows_and_reports_bad_ones(data_dir: DataDir, tmp
     conn = data_dir.connect()
     rows = conn.execute("SELECT chain, address, label, environment FROM watchlist ORDER BY chain").fetchall()
     conn.close()
-    assert rows == [("base", evm_address(0xAB), "treasury on base", "live"),
-                    ("bitcoin", "bc1qrw8us6s8x05ks479fyevq03qr243m703jmvdex", "cold", "live"),
-                    ("ethereum", evm_address(0xAB), "treasury", "live")]
+    assert rows == [
+        ("base", evm_address(0xAB), "treasury on base", "live"),
+        ("bitcoin", "bc1qrw8us6s8x05ks479fyevq03qr243m703jmvdex", "cold", "live"),
+        ("ethereum", evm_address(0xAB), "treasury", "live"),
+    ]
 
 
 def test_watch_import_usage_errors(data_dir: DataDir, tmp_path: Path, capsys) -> None:

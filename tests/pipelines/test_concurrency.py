@@ -38,8 +38,10 @@ def test_api_pipeline_and_analyst_together(snapshot_world) -> None:
     for process in processes:
         process.start()
     try:
-        runs = [materialize([*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"), resources=resources)
-                for _ in range(3)]
+        runs = [
+            materialize([*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"), resources=resources)
+            for _ in range(3)
+        ]
     finally:
         stop.set()
         found = {}
@@ -58,8 +60,10 @@ def test_api_pipeline_and_analyst_together(snapshot_world) -> None:
     assert api["errors"] == [] and analyst["errors"] == []
     assert api["reads"] > 0 and analyst["queries"] > 0 and api["watched"]
     assert set(analyst["counts"]) <= {0, ADDRESSES}  # never a half-written partition
-    print(f"api: {api['reads']} reads, {len(api['watched'])} writes; analyst: {analyst['queries']} queries "
-          f"saw counts {analyst['counts']}")
+    print(
+        f"api: {api['reads']} reads, {len(api['watched'])} writes; analyst: {analyst['queries']} queries "
+        f"saw counts {analyst['counts']}"
+    )
 
     conn = data_dir.connect()
     watched = {row[0] for row in conn.execute("SELECT id FROM watchlist WHERE chain = 'base'")}

@@ -36,8 +36,9 @@ def test_the_rescoring_schedule_runs_every_chain_daily() -> None:
     schedule = repo.get_schedule_def("rescore_daily")
     assert schedule.cron_schedule == "0 2 * * *" and schedule.execution_timezone in (None, "UTC")
     with DagsterInstance.ephemeral() as instance:
-        context = build_schedule_context(instance=instance, repository_def=repo,
-                                         scheduled_execution_time=datetime(2026, 11, 22, 2, 0, tzinfo=UTC))
+        context = build_schedule_context(
+            instance=instance, repository_def=repo, scheduled_execution_time=datetime(2026, 11, 22, 2, 0, tzinfo=UTC)
+        )
         keys = sorted(str(r.partition_key) for r in schedule.evaluate_tick(context).run_requests)
     assert keys == sorted(f"{chain.value}|2026-11-22" for chain in CHAINS)
     assert repo.get_schedule_def("chain_readiness_daily").cron_schedule == "30 1 * * *"

@@ -25,8 +25,9 @@ def instance():
 
 
 def tick(data_dir: DataDir, instance, cursor: str | None):
-    context = build_sensor_context(instance=instance, cursor=cursor,
-                                   resources={"operational_store": data_dir.resources()["operational_store"]})
+    context = build_sensor_context(
+        instance=instance, cursor=cursor, resources={"operational_store": data_dir.resources()["operational_store"]}
+    )
     result = new_watched_sensor(context)
     return result
 
@@ -46,9 +47,10 @@ def test_the_sensor_asks_for_new_entries_once(data_dir: DataDir, instance) -> No
     again = tick(data_dir, instance, first.cursor)
     assert again.run_requests == [] and again.skip_reason is not None
 
-    new = [data_dir.watch(account, chain, address)
-           for chain, address in (("ethereum", evm_address(3)),
-                                  ("bitcoin", "bc1qrw8us6s8x05ks479fyevq03qr243m703jmvdex"))]
+    new = [
+        data_dir.watch(account, chain, address)
+        for chain, address in (("ethereum", evm_address(3)), ("bitcoin", "bc1qrw8us6s8x05ks479fyevq03qr243m703jmvdex"))
+    ]
     third = tick(data_dir, instance, again.cursor)
     assert sorted(requested_ids(third)[0]) == sorted(e.id for e in new)
     assert third.run_requests[0].run_key != first.run_requests[0].run_key
@@ -74,21 +76,28 @@ def test_a_burst_asks_for_the_chain_partitions_instead(data_dir: DataDir, instan
     result = tick(data_dir, instance, None)
     today = datetime.now(UTC).date().isoformat()
     assert sorted((r.job_name, r.partition_key) for r in result.run_requests) == [
-        ("rescore_watched", f"base|{today}"), ("rescore_watched", f"ethereum|{today}")]
+        ("rescore_watched", f"base|{today}"),
+        ("rescore_watched", f"ethereum|{today}"),
+    ]
 
 
-def test_a_sensor_run_serves_new_addresses_and_the_daily_run_supersedes_it(data_dir: DataDir, instance,
-                                                                           tmp_path: Path) -> None:
+def test_a_sensor_run_serves_new_addresses_and_the_daily_run_supersedes_it(
+    data_dir: DataDir, instance, tmp_path: Path
+) -> None:
     account, other = data_dir.account("a@example.com"), data_dir.account("b@example.com")
     addresses = [evm_address(n) for n in range(1, 5)]
     for address in addresses[:3]:
         data_dir.watch(account, "ethereum", address, created_at=datetime.now(UTC) - timedelta(hours=3))
     snapshot = tmp_path / "snapshot.jsonl"
-    write_snapshot(snapshot, [evm_observation(a, 10**18, 2) for a in addresses]
-                   + [evm_observation(addresses[3], 10**18, 2, Environment.TEST)])
+    write_snapshot(
+        snapshot,
+        [evm_observation(a, 10**18, 2) for a in addresses]
+        + [evm_observation(addresses[3], 10**18, 2, Environment.TEST)],
+    )
     resources = data_dir.resources(chain_data=SnapshotChainDataResource(snapshot_file=str(snapshot)))
-    assert materialize([*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"),
-                       resources=resources).success
+    assert materialize(
+        [*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"), resources=resources
+    ).success
 
     # a new address, and an address another tenant already has in today's daily rows
     data_dir.watch(account, "ethereum", addresses[3])
@@ -106,8 +115,9 @@ def test_a_sensor_run_serves_new_addresses_and_the_daily_run_supersedes_it(data_
     count = "SELECT count(*), count(DISTINCT (environment, address)) FROM address_risk"
     assert con.execute(count).fetchall() == [(5, 5)]  # one row per address and day, new ones included
     assert con.execute("SELECT count(*) FROM watchlist").fetchall() == [(6,)]
-    assert materialize([*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"),
-                       resources=resources).success
+    assert materialize(
+        [*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"), resources=resources
+    ).success
     assert con.execute(count).fetchall() == [(5, 5)]
     assert con.execute("SELECT count(*) FROM address_risk WHERE batch = 'new'").fetchall() == [(0,)]
     assert con.execute("SELECT count(*) FROM watchlist").fetchall() == [(6,)]
@@ -117,12 +127,17 @@ def test_a_sensor_run_with_a_chain_down_still_scores_the_others(data_dir: DataDi
     account = data_dir.account("a@example.com")
     entries = [data_dir.watch(account, "ethereum", evm_address(1)), data_dir.watch(account, "base", evm_address(1))]
     snapshot = tmp_path / "snapshot.jsonl"
-    write_snapshot(snapshot, [evm_observation(evm_address(1), 10**18, 1),
-                              evm_observation(evm_address(1), 10**18, 1, chain="base")])
+    write_snapshot(
+        snapshot, [evm_observation(evm_address(1), 10**18, 1), evm_observation(evm_address(1), 10**18, 1, chain="base")]
+    )
     chain_data = SnapshotChainDataResource(snapshot_file=str(snapshot), unavailable_chains=["base"], outage_retries=0)
     config = {"ops": {"newly_watched_scores": {"config": {"watch_ids": [e.id for e in entries]}}}}
-    result = materialize([newly_watched_scores], run_config=config, resources=data_dir.resources(chain_data=chain_data),
-                         raise_on_error=False)
+    result = materialize(
+        [newly_watched_scores],
+        run_config=config,
+        resources=data_dir.resources(chain_data=chain_data),
+        raise_on_error=False,
+    )
     assert not result.success
     assert [r[2] for r in data_dir.results()] == ["ethereum"]
 

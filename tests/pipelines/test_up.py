@@ -51,8 +51,12 @@ def test_a_child_that_keeps_dying_stops_everything() -> None:
 
 
 def test_restarts_zero_means_exit_when_one_dies() -> None:
-    supervisor = Supervisor([Child("steady", SLEEPER), Child("crash", [sys.executable, "-c", "pass"])],
-                            dict(os.environ), restarts=0, out=io.StringIO())
+    supervisor = Supervisor(
+        [Child("steady", SLEEPER), Child("crash", [sys.executable, "-c", "pass"])],
+        dict(os.environ),
+        restarts=0,
+        out=io.StringIO(),
+    )
     assert supervisor.run(poll=0.05) == 1
 
 
@@ -72,9 +76,21 @@ def test_qday_up_serves_the_api_and_dagster_and_stops_on_sigterm(tmp_path: Path)
     api_port, dagster_port = free_port(), free_port()
     log = tmp_path / "up.log"
     process = subprocess.Popen(
-        [sys.executable, "-m", "api.cli", "up", "--data-dir", str(tmp_path / "data"), "--port", str(api_port),
-         "--dagster-port", str(dagster_port)],
-        stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "up",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--port",
+            str(api_port),
+            "--dagster-port",
+            str(dagster_port),
+        ],
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 120

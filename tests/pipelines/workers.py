@@ -35,13 +35,18 @@ def api_like(db: str, account_id: str, addresses: list[str], stop: Any, reports:
         while not stop.is_set() and time.monotonic() < end:
             n += 1
             try:
-                for address in addresses[n % len(addresses):][:20]:
+                for address in addresses[n % len(addresses) :][:20]:
                     store.latest_result(account_id, Environment.LIVE, "ethereum", address)
                     report["reads"] += 1
                 store.watchlist(account_id, Environment.LIVE)
                 address = str(parse_address("0x" + f"{0xB000000 + n:040x}", "base"))
-                entry = asyncio.run(store.watch(WatchedAddress(new_id("wat"), account_id, Environment.LIVE, "base", address,
-                                                               None, datetime.now(UTC))))
+                entry = asyncio.run(
+                    store.watch(
+                        WatchedAddress(
+                            new_id("wat"), account_id, Environment.LIVE, "base", address, None, datetime.now(UTC)
+                        )
+                    )
+                )
                 report["watched"].append(entry.id)
                 now = datetime.now(UTC)
                 result = ScanResult(account_id, Environment.LIVE, "base", address, "{}", 10, "W1", "v", now, now, "api")
@@ -67,10 +72,12 @@ def analyst(root: str, expected: int, stop: Any, reports: Any, deadline: float) 
         while not stop.is_set() and time.monotonic() < end:
             try:
                 (count,) = con.execute("SELECT count(*) FROM address_risk").fetchall()[0]
-                con.execute("SELECT risk_score, count(*), sum(balance_usd) FROM address_risk_latest"
-                            " GROUP BY 1").fetchall()
-                con.execute("SELECT count(*) FROM watchlist w JOIN address_risk_latest r USING (environment, chain,"
-                            " address)").fetchall()
+                con.execute(
+                    "SELECT risk_score, count(*), sum(balance_usd) FROM address_risk_latest GROUP BY 1"
+                ).fetchall()
+                con.execute(
+                    "SELECT count(*) FROM watchlist w JOIN address_risk_latest r USING (environment, chain, address)"
+                ).fetchall()
                 report["counts"].add(count)
                 report["queries"] += 1
             except Exception:  # noqa: BLE001 - reported to the test

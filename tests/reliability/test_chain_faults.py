@@ -46,20 +46,22 @@ pytestmark = pytest.mark.slow
 
 def chain_settings(timeout: float, attempts: int, budget: float, failures: int, cooldown: float) -> str:
     """The ``[chains.settings]`` table of a config file (every endpoint)."""
-    return (f"[chains.settings]\ntimeout = {timeout}\nretry_attempts = {attempts}\nretry_base_delay = 0.05\n"
-            f"retry_max_delay = 0.1\nretry_budget = {budget}\nbreaker_failures = {failures}\n"
-            f"breaker_cooldown = {cooldown}\n")
+    return (
+        f"[chains.settings]\ntimeout = {timeout}\nretry_attempts = {attempts}\nretry_base_delay = 0.05\n"
+        f"retry_max_delay = 0.1\nretry_budget = {budget}\nbreaker_failures = {failures}\n"
+        f"breaker_cooldown = {cooldown}\n"
+    )
 
 
 @asynccontextmanager
-async def scanning_app(data_dir: Path, env: dict[str, str], config: str
-                       ) -> AsyncIterator[tuple[httpx.AsyncClient, Tenant]]:
+async def scanning_app(
+    data_dir: Path, env: dict[str, str], config: str
+) -> AsyncIterator[tuple[httpx.AsyncClient, Tenant]]:
     """The app on ``env``'s endpoints and ``config``, a client of it and a tenant with a
     test secret key."""
     config_file = data_dir / "qday.toml"
     config_file.write_text(config)
-    settings = load_settings(env, config_file, data_dir=data_dir, custody_backend="disabled",
-                             rate_limit_multiplier=100)
+    settings = load_settings(env, config_file, data_dir=data_dir, custody_backend="disabled", rate_limit_multiplier=100)
     async with running_app(settings, ManualClock()) as app, client_for(app) as client:
         yield client, await make_tenant(client, ("secret_test",))
 
@@ -89,8 +91,9 @@ def funded(anvil) -> str:
 async def _scan(scanner: tuple[httpx.AsyncClient, Tenant], address: str, chain: str) -> tuple[httpx.Response, float]:
     client, tenant = scanner
     start = time.monotonic()
-    response = await client.post(SCAN, json={"address": address, "chain": chain, "refresh": True},
-                                 headers=tenant.auth("secret_test"))
+    response = await client.post(
+        SCAN, json={"address": address, "chain": chain, "refresh": True}, headers=tenant.auth("secret_test")
+    )
     return response, time.monotonic() - start
 
 
@@ -103,15 +106,15 @@ def _assert_scan_004(response: httpx.Response) -> dict:
 
 
 @pytest.mark.parametrize("fault", FAULTS)
-async def test_faulted_chain_answers_scan_004_in_time_opens_its_breaker_and_recovers(
-        fault, scanner, proxy, funded):
+async def test_faulted_chain_answers_scan_004_in_time_opens_its_breaker_and_recovers(fault, scanner, proxy, funded):
     proxy.set_mode("pass")
     ok, _ = await _scan(scanner, funded, "base")
     assert ok.status_code == 200, ok.text  # the breaker is closed at the start
 
     proxy.set_mode(fault, delay=TIMEOUT * 2.5)
     (faulted, elapsed), (healthy, _) = await asyncio.gather(
-        _scan(scanner, funded, "base"), _scan(scanner, funded, "ethereum"))
+        _scan(scanner, funded, "base"), _scan(scanner, funded, "ethereum")
+    )
     _assert_scan_004(faulted)
     assert elapsed <= BUDGET + MARGIN, f"{fault}: SCAN_004 after {elapsed:.2f}s, deadline {BUDGET}s"
     assert healthy.status_code == 200, healthy.text
@@ -179,8 +182,16 @@ def signer(anvil) -> str:
     """An address that has sent a transaction: its scan takes three upstream batches
     (state, then the first transaction's lookup and body, for key recovery)."""
     account = anvil.new_account(10**19)
-    anvil.send(account, {"to": Account.create().address, "value": 1, "gas": 21000, "maxFeePerGas": 10**10,
-                         "maxPriorityFeePerGas": 10**9})
+    anvil.send(
+        account,
+        {
+            "to": Account.create().address,
+            "value": 1,
+            "gas": 21000,
+            "maxFeePerGas": 10**10,
+            "maxPriorityFeePerGas": 10**9,
+        },
+    )
     return account.address
 
 

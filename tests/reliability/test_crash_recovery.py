@@ -24,31 +24,48 @@ ENV = {"QDAY_RATE_LIMIT_MULTIPLIER": "10000", "QDAY_SECRET_KEY": "ab" * 32}
 def _setup(base: str) -> tuple[str, str, dict]:
     with httpx.Client(base_url=base, timeout=30) as c:
         c.post("/v1/auth/register", json={"email": "crash@example.com", "password": "p" * 16})
-        session = c.post("/v1/auth/login", json={"email": "crash@example.com", "password": "p" * 16}).json()["data"]["token"]
-        key = c.post("/v1/auth/api-keys", json={"name": "main", "type": "secret", "environment": "live"},
-                     headers={"Authorization": f"Bearer {session}"}).json()["data"]["key"]
-        generated = c.post("/v1/keys/generate", json={"algorithm": "ml-dsa-44", "chain": "ethereum"},
-                           headers={"Authorization": f"Bearer {key}"}).json()["data"]
+        session = c.post("/v1/auth/login", json={"email": "crash@example.com", "password": "p" * 16}).json()["data"][
+            "token"
+        ]
+        key = c.post(
+            "/v1/auth/api-keys",
+            json={"name": "main", "type": "secret", "environment": "live"},
+            headers={"Authorization": f"Bearer {session}"},
+        ).json()["data"]["key"]
+        generated = c.post(
+            "/v1/keys/generate",
+            json={"algorithm": "ml-dsa-44", "chain": "ethereum"},
+            headers={"Authorization": f"Bearer {key}"},
+        ).json()["data"]
     return session, key, generated
 
 
-async def _traffic(base: str, session: str, key: str, generated: dict, acked: dict[str, list[str]],
-                   stop_at: float) -> None:
+async def _traffic(
+    base: str, session: str, key: str, generated: dict, acked: dict[str, list[str]], stop_at: float
+) -> None:
     ecdsa_key = os.urandom(32)
     seed = bytes.fromhex(generated["seed"])
 
     async def attest(client: httpx.AsyncClient, n: int) -> None:
         message = f"crash test {n}".encode()
-        body = {"message": message.hex(), "ecdsaSignature": eip191_signature(ecdsa_key, message).hex(),
-                "ecdsaPublicKey": public_key(ecdsa_key).hex(), "pqcSignature": pqc.sign("ml-dsa-44", seed, message).hex(),
-                "pqcPublicKey": generated["publicKey"], "algorithm": "ml-dsa-44"}
+        body = {
+            "message": message.hex(),
+            "ecdsaSignature": eip191_signature(ecdsa_key, message).hex(),
+            "ecdsaPublicKey": public_key(ecdsa_key).hex(),
+            "pqcSignature": pqc.sign("ml-dsa-44", seed, message).hex(),
+            "pqcPublicKey": generated["publicKey"],
+            "algorithm": "ml-dsa-44",
+        }
         r = await client.post("/v1/sign/hybrid", json=body, headers={"Authorization": f"Bearer {key}"})
         if r.status_code == 201:
             acked["attestations"].append(r.json()["data"]["id"])
 
     async def new_key(client: httpx.AsyncClient, n: int) -> None:
-        r = await client.post("/v1/auth/api-keys", json={"name": f"k{n}", "type": "secret", "environment": "live"},
-                              headers={"Authorization": f"Bearer {session}"})
+        r = await client.post(
+            "/v1/auth/api-keys",
+            json={"name": f"k{n}", "type": "secret", "environment": "live"},
+            headers={"Authorization": f"Bearer {session}"},
+        )
         if r.status_code == 201:
             acked["keys"].append(r.json()["data"]["key"])
 
@@ -61,6 +78,7 @@ async def _traffic(base: str, session: str, key: str, generated: dict, acked: di
                 except httpx.HTTPError:
                     return  # the server is gone
                 n += 100
+
     await asyncio.gather(*(worker(attest, i) for i in range(3)), *(worker(new_key, 50 + i) for i in range(2)))
 
 

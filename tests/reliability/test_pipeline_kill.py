@@ -102,8 +102,12 @@ class Run:
 def _raw_counts(data: DataDir) -> dict[str, tuple[int, int]]:
     """Per table: rows and distinct keys in every file a reader's glob sees, read fresh."""
     con = duckdb.connect(":memory:")
-    keys = {"watchlist": "watch_id", "address_observations": "address", "native_prices": "environment",
-            "address_risk": "address"}
+    keys = {
+        "watchlist": "watch_id",
+        "address_observations": "address",
+        "native_prices": "environment",
+        "address_risk": "address",
+    }
     try:
         return {
             table: con.execute(
@@ -151,13 +155,18 @@ def test_killed_runs_then_a_rerun_leave_exactly_one_copy_of_each_row(snapshot_wo
 
     result = materialize([*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"), resources=resources)
     assert result.success
-    assert _raw_counts(data) == {"watchlist": (ADDRESSES, ADDRESSES), "address_observations": (ADDRESSES, ADDRESSES),
-                                 "native_prices": (1, 1), "address_risk": (ADDRESSES, ADDRESSES)}
+    assert _raw_counts(data) == {
+        "watchlist": (ADDRESSES, ADDRESSES),
+        "address_observations": (ADDRESSES, ADDRESSES),
+        "native_prices": (1, 1),
+        "address_risk": (ADDRESSES, ADDRESSES),
+    }
     conn = sqlite3.connect(data.db)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        assert conn.execute("SELECT count(*), count(DISTINCT address) FROM scan_results WHERE source = 'pipeline'"
-                            ).fetchone() == (ADDRESSES, ADDRESSES)
+        assert conn.execute(
+            "SELECT count(*), count(DISTINCT address) FROM scan_results WHERE source = 'pipeline'"
+        ).fetchone() == (ADDRESSES, ADDRESSES)
         assert conn.execute("SELECT count(*) FROM watchlist").fetchone()[0] == ADDRESSES
     finally:
         conn.close()

@@ -36,14 +36,22 @@ def test_short_soak_meets_no_unexpected_error_and_keeps_every_attestation():
     assert {s.code for s in result.samples if s.status == 429} == {"RATE_001"}
     assert result.attestations > 0 and result.missing_attestations == []
     endpoints = {endpoint for endpoint, *_ in result.latencies}
-    assert {"POST /v1/scan/wallet", "POST /v1/sign/hybrid", "POST /v1/verify", "POST /v1/keys/generate",
-            "POST /v1/sign/managed", "DELETE /v1/keys/{id}"} <= endpoints
+    assert {
+        "POST /v1/scan/wallet",
+        "POST /v1/sign/hybrid",
+        "POST /v1/verify",
+        "POST /v1/keys/generate",
+        "POST /v1/sign/managed",
+        "DELETE /v1/keys/{id}",
+    } <= endpoints
 
 
 def test_judge_flags_a_429_the_limits_do_not_call_for():
     limits = expected_limits(MULTIPLIER)
-    window = [Sample("POST /v1/verify", RateGroup.VERIFY, 200, None, 0.01, 60, limits[RateGroup.VERIFY], "load"),
-              Sample("POST /v1/verify", RateGroup.VERIFY, 429, "RATE_001", 0.01, 60, limits[RateGroup.VERIFY], "load")]
+    window = [
+        Sample("POST /v1/verify", RateGroup.VERIFY, 200, None, 0.01, 60, limits[RateGroup.VERIFY], "load"),
+        Sample("POST /v1/verify", RateGroup.VERIFY, 429, "RATE_001", 0.01, 60, limits[RateGroup.VERIFY], "load"),
+    ]
     verdict = judge(window, limits)
     assert verdict["expected_429"] == 0 and len(verdict["unexpected"]) == 1
     full = [window[0]] * limits[RateGroup.VERIFY] + [window[1]]

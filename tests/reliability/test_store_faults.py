@@ -55,26 +55,38 @@ class Writer:
         """A hybrid attestation (group-commit writer)."""
         self.sent += 1
         message = f"store fault {self.sent} ".encode() + os.urandom(400)
-        body = {"message": message.hex(), "ecdsaSignature": eip191_signature(self.ecdsa_key, message).hex(),
-                "ecdsaPublicKey": public_key(self.ecdsa_key).hex(), "algorithm": "ml-dsa-44",
-                "pqcSignature": pqc.sign("ml-dsa-44", bytes.fromhex(self.generated["seed"]), message).hex(),
-                "pqcPublicKey": self.generated["publicKey"]}
-        return self._note("attestations", await self.client.post("/v1/sign/hybrid", json=body,
-                                                                 headers=self.tenant.auth("secret_live")))
+        body = {
+            "message": message.hex(),
+            "ecdsaSignature": eip191_signature(self.ecdsa_key, message).hex(),
+            "ecdsaPublicKey": public_key(self.ecdsa_key).hex(),
+            "algorithm": "ml-dsa-44",
+            "pqcSignature": pqc.sign("ml-dsa-44", bytes.fromhex(self.generated["seed"]), message).hex(),
+            "pqcPublicKey": self.generated["publicKey"],
+        }
+        return self._note(
+            "attestations",
+            await self.client.post("/v1/sign/hybrid", json=body, headers=self.tenant.auth("secret_live")),
+        )
 
     async def api_key(self) -> httpx.Response:
         """A new API key (request connection)."""
         self.sent += 1
-        return self._note("api_keys", await self.client.post(
-            "/v1/auth/api-keys", json={"name": f"k{self.sent}", "type": "secret", "environment": "live"},
-            headers=self.tenant.auth("session")))
+        return self._note(
+            "api_keys",
+            await self.client.post(
+                "/v1/auth/api-keys",
+                json={"name": f"k{self.sent}", "type": "secret", "environment": "live"},
+                headers=self.tenant.auth("session"),
+            ),
+        )
 
     async def watch(self) -> httpx.Response:
         """A watch-list entry with a long label (request connection)."""
         self.sent += 1
         body = {"address": Account.create().address, "chain": "ethereum", "label": "w" * 200}
-        return self._note("watchlist", await self.client.post("/v1/watchlist", json=body,
-                                                              headers=self.tenant.auth("secret_live")))
+        return self._note(
+            "watchlist", await self.client.post("/v1/watchlist", json=body, headers=self.tenant.auth("secret_live"))
+        )
 
     def _note(self, kind: str, response: httpx.Response) -> httpx.Response:
         if response.status_code == 201:
@@ -95,8 +107,11 @@ async def store_app(tmp_path) -> AsyncIterator[tuple[Sanic, ManualClock, Writer,
     clock = ManualClock()
     async with running_app(settings, clock) as app, client_for(app) as client:
         tenant = await make_tenant(client, ("secret_live",))
-        r = await client.post("/v1/keys/generate", json={"algorithm": "ml-dsa-44", "chain": "ethereum"},
-                              headers=tenant.auth("secret_live"))
+        r = await client.post(
+            "/v1/keys/generate",
+            json={"algorithm": "ml-dsa-44", "chain": "ethereum"},
+            headers=tenant.auth("secret_live"),
+        )
         assert r.status_code == 201, r.text
         yield app, clock, Writer(client, tenant, r.json()["data"]), settings.operational_db
 
@@ -132,8 +147,9 @@ def _check_store(path: Path, writer: Writer, baseline: dict[str, int]) -> None:
 def _counts(path: Path) -> dict[str, int]:
     db = sqlite3.connect(path)
     try:
-        return {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                for t in ("attestations", "api_keys", "watchlist")}
+        return {
+            t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("attestations", "api_keys", "watchlist")
+        }
     finally:
         db.close()
 
@@ -143,8 +159,9 @@ async def _reads_still_answer(writer: Writer, clock: ManualClock) -> None:
     clock.advance(120)
     r = await writer.client.get("/v1/watchlist", headers=writer.tenant.auth("secret_live"))
     assert r.status_code == 200, r.text
-    r = await writer.client.post("/v1/verify", json={"attestationId": writer.acked["attestations"][0]},
-                                 headers=writer.tenant.auth("secret_live"))
+    r = await writer.client.post(
+        "/v1/verify", json={"attestationId": writer.acked["attestations"][0]}, headers=writer.tenant.auth("secret_live")
+    )
     assert r.status_code == 200 and r.json()["data"]["valid"] is True, r.text
 
 

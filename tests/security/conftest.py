@@ -21,8 +21,10 @@ def hostile_server(tmp_path_factory) -> Iterator[ServerProcess]:
     has the most to leak), limits scaled up so that fuzzing and timing reach the handlers;
     managed custody on the process's throw-away SoftHSM2 token when SoftHSM2 is installed."""
     shared_softhsm_conf()
-    proc = ServerProcess(tmp_path_factory.mktemp("hostile-server"), env={
-        "QDAY_RATE_LIMIT_MULTIPLIER": "1000", "QDAY_LOG_LEVEL": "DEBUG", "QDAY_ACCESS_LOG": "true"})
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("hostile-server"),
+        env={"QDAY_RATE_LIMIT_MULTIPLIER": "1000", "QDAY_LOG_LEVEL": "DEBUG", "QDAY_ACCESS_LOG": "true"},
+    )
     yield proc
     proc.stop()
 
@@ -39,8 +41,11 @@ def register_and_login(base_url: str, email: str, password: str = PASSWORD) -> s
 
 def create_api_key(base_url: str, session: str, key_type: str = "secret", environment: str = "live") -> dict:
     """A new API key's creation data (full key string included)."""
-    r = httpx.post(f"{base_url}/v1/auth/api-keys", json={"name": f"{key_type}-{environment}", "type": key_type,
-                                                          "environment": environment},
-                   headers={"Authorization": f"Bearer {session}"}, timeout=60)
+    r = httpx.post(
+        f"{base_url}/v1/auth/api-keys",
+        json={"name": f"{key_type}-{environment}", "type": key_type, "environment": environment},
+        headers={"Authorization": f"Bearer {session}"},
+        timeout=60,
+    )
     assert r.status_code == 201, r.text
     return r.json()["data"]

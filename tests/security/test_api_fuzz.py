@@ -40,8 +40,13 @@ def fuzz_auth(hostile_server) -> dict[str, str]:
 
 
 def _links(document: dict) -> list[tuple[str, str, dict]]:
-    return [(path, name, link) for path, methods in document["paths"].items() for op in methods.values()
-            for response in op["responses"].values() for name, link in response.get("links", {}).items()]
+    return [
+        (path, name, link)
+        for path, methods in document["paths"].items()
+        for op in methods.values()
+        for response in op["responses"].values()
+        for name, link in response.get("links", {}).items()
+    ]
 
 
 def test_links_name_real_operations_and_their_path_parameters():
@@ -74,28 +79,43 @@ def test_stateful_scenarios_follow_links_without_a_failure(hostile_server, fuzz_
             steps_per_scenario[-1] += 1
 
         def validate_response(self, response, case, additional_checks=None, **kwargs):
-            case.validate_response(response, checks=STATEFUL_CHECKS, transport_kwargs=kwargs or None,
-                                   recorder=self.recorder)
+            case.validate_response(
+                response, checks=STATEFUL_CHECKS, transport_kwargs=kwargs or None, recorder=self.recorder
+            )
 
     # Derandomized at the `make test` size (the same scenarios every run); random under `make fuzz`.
-    Workflow.run(settings=settings(max_examples=SCENARIOS, stateful_step_count=STEPS, deadline=None,
-                                   derandomize=SCALE == 0, suppress_health_check=list(HealthCheck), database=None))
+    Workflow.run(
+        settings=settings(
+            max_examples=SCENARIOS,
+            stateful_step_count=STEPS,
+            deadline=None,
+            derandomize=SCALE == 0,
+            suppress_health_check=list(HealthCheck),
+            database=None,
+        )
+    )
     print(f"stateful: {len(steps_per_scenario)} scenarios, {sum(steps_per_scenario)} calls")
     assert SCENARIOS <= len(steps_per_scenario) and max(steps_per_scenario) <= STEPS
     # Only a link can supply the id of a key created in the same scenario: success on these
     # operations proves the links are followed, not just declared.
-    followed = statuses[("DELETE", "/v1/auth/api-keys/{key_id}", 204)] + statuses[
-        ("POST", "/v1/auth/api-keys/{key_id}/rotate", 201)]
+    followed = (
+        statuses[("DELETE", "/v1/auth/api-keys/{key_id}", 204)]
+        + statuses[("POST", "/v1/auth/api-keys/{key_id}/rotate", 201)]
+    )
     assert followed > 0, sorted(statuses.items())
 
 
-@pytest.mark.skipif(SCALE == 0, reason="at-scale run: `make fuzz` (QDAY_FUZZ_EXAMPLES); make test runs tests/api/test_schemathesis.py")
+@pytest.mark.skipif(
+    SCALE == 0, reason="at-scale run: `make fuzz` (QDAY_FUZZ_EXAMPLES); make test runs tests/api/test_schemathesis.py"
+)
 def test_every_operation_at_scale(hostile_server, fuzz_auth):
     """2 x QDAY_FUZZ_EXAMPLES valid and invalid requests per operation, the conformance checks."""
     schema = schemathesis.openapi.from_url(f"{hostile_server.base_url}/v1/openapi.json")
     # Operations without inputs have no invalid form, hence one strategy of both modes each.
-    strategies = [op.ok().as_strategy(GenerationMode.POSITIVE) | op.ok().as_strategy(GenerationMode.NEGATIVE)
-                  for op in schema.get_all_operations()]
+    strategies = [
+        op.ok().as_strategy(GenerationMode.POSITIVE) | op.ok().as_strategy(GenerationMode.NEGATIVE)
+        for op in schema.get_all_operations()
+    ]
     calls = 0
     for strategy in strategies:
 

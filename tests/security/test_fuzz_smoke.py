@@ -37,7 +37,11 @@ def test_harness_runs_clean(harness, tmp_path):
     env = {**os.environ, "FUZZ_CORPUS_DIR": str(tmp_path / "corpus"), "FUZZ_ARTIFACTS": str(tmp_path / "crashes")}
     done = subprocess.run(
         [sys.executable, "-m", f"fuzz.{harness}", f"-runs={RUNS}", "-seed=1", "-max_len=4096"],
-        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     report = "\n".join(line for line in done.stderr.splitlines() if "Instrumenting" not in line)
     assert done.returncode == 0, report[-4000:]

@@ -10,11 +10,14 @@ REGISTER = "/v1/auth/register"
 JSON = {"content-type": "application/json"}
 
 
-@pytest.mark.parametrize("body", [
-    b'{"email":"a\xb9b@example.com","password":"xxxxxxxxxxxxxxxx"}',  # found by fuzz/fuzz_bodies.py
-    b'{"ema\xb9il":"a@example.com"}',
-    b'{"email":"\xed\xa0\x80@example.com","password":"xxxxxxxxxxxxxxxx"}',  # UTF-8-encoded surrogate
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"email":"a\xb9b@example.com","password":"xxxxxxxxxxxxxxxx"}',  # found by fuzz/fuzz_bodies.py
+        b'{"ema\xb9il":"a@example.com"}',
+        b'{"email":"\xed\xa0\x80@example.com","password":"xxxxxxxxxxxxxxxx"}',  # UTF-8-encoded surrogate
+    ],
+)
 async def test_invalid_utf8_inside_a_json_string_is_req_002(client, body):
     r = await client.post(REGISTER, content=body, headers=JSON)
     assert r.status_code == 400, r.text

@@ -55,8 +55,10 @@ def test_mann_whitney_tells_shifted_samples_apart():
 def test_unknown_email_and_wrong_password_take_the_same_time(hostile_server):
     email = f"timing-{time.monotonic_ns()}@example.com"
     register_and_login(hostile_server.base_url, email)
-    attempts = [("unknown", {"email": f"nobody-{time.monotonic_ns()}@example.com", "password": "wrong password!!"}),
-                ("wrong", {"email": email, "password": "wrong password!!"})]
+    attempts = [
+        ("unknown", {"email": f"nobody-{time.monotonic_ns()}@example.com", "password": "wrong password!!"}),
+        ("wrong", {"email": email, "password": "wrong password!!"}),
+    ]
     times: dict[str, list[float]] = {"unknown": [], "wrong": []}
     bodies: dict[str, set[str]] = {"unknown": set(), "wrong": set()}
     rng = random.Random(8)

@@ -54,8 +54,11 @@ async def test_session_token_is_auth_003_outside_key_management(app, client, ful
 
 
 async def test_deleted_key_is_auth_002_on_every_protected_endpoint(app, client, full_tenant):
-    doomed = (await client.post(KEYS, json={"name": "doomed", "type": "secret", "environment": "live"},
-                                headers=full_tenant.auth("session"))).json()["data"]
+    doomed = (
+        await client.post(
+            KEYS, json={"name": "doomed", "type": "secret", "environment": "live"}, headers=full_tenant.auth("session")
+        )
+    ).json()["data"]
     r = await client.delete(f"{KEYS}/{doomed['id']}", headers=full_tenant.auth("session"))
     assert r.status_code == 204
     for endpoint in PROTECTED:
@@ -107,11 +110,15 @@ async def _owned_resources(client, tenant) -> dict[str, str]:
     live = tenant.auth("secret_live")
     watched = await client.post("/v1/watchlist", json={"address": EVM_ADDRESS, "chain": "ethereum"}, headers=live)
     assert watched.status_code == 201, watched.text
-    generated = await client.post("/v1/keys/generate", json={"algorithm": "ml-dsa-44", "chain": "ethereum"},
-                                  headers=live)
+    generated = await client.post(
+        "/v1/keys/generate", json={"algorithm": "ml-dsa-44", "chain": "ethereum"}, headers=live
+    )
     assert generated.status_code == 201, generated.text
-    return {"api_key": tenant.keys["secret_live"]["id"], "watch": watched.json()["data"]["id"],
-            "pq_key": generated.json()["data"]["id"]}
+    return {
+        "api_key": tenant.keys["secret_live"]["id"],
+        "watch": watched.json()["data"]["id"],
+        "pq_key": generated.json()["data"]["id"],
+    }
 
 
 def _foreign_calls(ids: dict[str, str]) -> list[tuple[str, str, dict | None]]:

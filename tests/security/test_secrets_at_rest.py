@@ -14,8 +14,13 @@ import time
 import httpx
 import pytest
 
-from tests.custody.support import files_containing, managed_seeds, requires_softhsm, secret_patterns, \
-    shared_softhsm_conf
+from tests.custody.support import (
+    files_containing,
+    managed_seeds,
+    requires_softhsm,
+    secret_patterns,
+    shared_softhsm_conf,
+)
 from tests.security.conftest import PASSWORD, create_api_key, register_and_login
 from tests.support import REPO_ROOT
 
@@ -23,8 +28,13 @@ pytestmark = pytest.mark.slow
 
 
 def _encodings(secret: bytes) -> list[bytes]:
-    return [secret, secret.hex().encode(), secret.hex().upper().encode(), base64.b64encode(secret),
-            base64.urlsafe_b64encode(secret).rstrip(b"=")]
+    return [
+        secret,
+        secret.hex().encode(),
+        secret.hex().upper().encode(),
+        base64.b64encode(secret),
+        base64.urlsafe_b64encode(secret).rstrip(b"="),
+    ]
 
 
 def _text_secret(value: str) -> list[bytes]:
@@ -49,19 +59,32 @@ def _managed_patterns(server, email: str, key: str) -> list[bytes]:
     the patterns of their seeds and derived secrets."""
     from storage.custody.pkcs11_softhsm import open_softhsm
 
-    done = subprocess.run([sys.executable, "-m", "api.cli", "admin", "set-plan", email, "pro", "--data-dir",
-                           str(server.data_dir)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "api.cli", "admin", "set-plan", email, "pro", "--data-dir", str(server.data_dir)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     headers = {"X-API-Key": key}
     algorithms = {}
     for algorithm in ("ml-dsa-44", "ml-dsa-65"):
-        r = httpx.post(f"{server.base_url}/v1/keys/generate", headers=headers, timeout=60,
-                       json={"algorithm": algorithm, "chain": "ethereum", "custody": "managed"})
+        r = httpx.post(
+            f"{server.base_url}/v1/keys/generate",
+            headers=headers,
+            timeout=60,
+            json={"algorithm": algorithm, "chain": "ethereum", "custody": "managed"},
+        )
         assert r.status_code == 201, r.text
         key_id = r.json()["data"]["id"]
         algorithms[key_id] = algorithm
-        r = httpx.post(f"{server.base_url}/v1/sign/managed", headers=headers, timeout=60,
-                       json={"key_id": key_id, "message": "c0ffee", "algorithm": algorithm})
+        r = httpx.post(
+            f"{server.base_url}/v1/sign/managed",
+            headers=headers,
+            timeout=60,
+            json={"key_id": key_id, "message": "c0ffee", "algorithm": algorithm},
+        )
         assert r.status_code == 200, r.text
     backend = open_softhsm(shared_softhsm_conf())
     try:
@@ -78,8 +101,11 @@ def test_no_secret_reaches_the_logs_or_the_data_directory(hostile_server):
     session = register_and_login(server.base_url, email)
     secret = create_api_key(server.base_url, session)
     publishable = create_api_key(server.base_url, session, "publishable", "test")
-    rotated = httpx.post(f"{server.base_url}/v1/auth/api-keys/{secret['id']}/rotate",
-                         headers={"Authorization": f"Bearer {session}"}, timeout=60)
+    rotated = httpx.post(
+        f"{server.base_url}/v1/auth/api-keys/{secret['id']}/rotate",
+        headers={"Authorization": f"Bearer {session}"},
+        timeout=60,
+    )
     assert rotated.status_code == 201, rotated.text
     new_key = rotated.json()["data"]["key"]
     headers = {"Authorization": f"Bearer {new_key}"}
@@ -88,8 +114,12 @@ def test_no_secret_reaches_the_logs_or_the_data_directory(hostile_server):
     for key in (secret["key"], publishable["key"], new_key):
         patterns += _api_key_patterns(key)
     for algorithm, fmt in (("ml-dsa-44", "hex"), ("ml-dsa-65", "base64"), ("slh-dsa-128s", "hex")):
-        r = httpx.post(f"{server.base_url}/v1/keys/generate", headers=headers, timeout=60,
-                       json={"algorithm": algorithm, "chain": "ethereum", "format": fmt})
+        r = httpx.post(
+            f"{server.base_url}/v1/keys/generate",
+            headers=headers,
+            timeout=60,
+            json={"algorithm": algorithm, "chain": "ethereum", "format": fmt},
+        )
         assert r.status_code == 201, r.text
         patterns += _self_custody_patterns(r.json()["data"])
     log = (server.data_dir / "server.log").read_text(errors="replace")

@@ -71,8 +71,9 @@ async def test_plain_sql_without_an_announcement_is_seen_within_a_second(tmp_pat
 
 
 def _result(account: str, scanned_at: datetime, risk: int) -> ScanResult:
-    return ScanResult(account, Environment.LIVE, "ethereum", "0xabc", "{}", risk, "W1", "v1", scanned_at,
-                      scanned_at, "api")
+    return ScanResult(
+        account, Environment.LIVE, "ethereum", "0xabc", "{}", risk, "W1", "v1", scanned_at, scanned_at, "api"
+    )
 
 
 async def test_a_remembered_scan_result_follows_newer_results_saved_elsewhere(tmp_path):
@@ -93,9 +94,12 @@ async def test_a_remembered_scan_result_follows_newer_results_saved_elsewhere(tm
 async def test_registered_keys_are_append_only_so_remembering_them_is_safe(tmp_path):
     conn = open_database(tmp_path / "db.sqlite")
     await SqliteStore(conn).create_account(Account("usr_1", "u1@example.com", None, Plan.FREE, NOW), "hash")
-    conn.execute("INSERT INTO pq_keys (id, account_id, environment, algorithm, chain, public_key, fingerprint,"
-                 " origin, created_at) VALUES ('key_1', 'usr_1', 'live', 'ml-dsa-44', 'ethereum', x'00', 'f',"
-                 " 'generated', ?)", (NOW.isoformat(),))
+    conn.execute(
+        "INSERT INTO pq_keys (id, account_id, environment, algorithm, chain, public_key, fingerprint,"
+        " origin, created_at) VALUES ('key_1', 'usr_1', 'live', 'ml-dsa-44', 'ethereum', x'00', 'f',"
+        " 'generated', ?)",
+        (NOW.isoformat(),),
+    )
     for statement in ("UPDATE pq_keys SET fingerprint = 'g'", "DELETE FROM pq_keys"):
         with pytest.raises(sqlite3.IntegrityError, match="append-only"):
             conn.execute(statement)

@@ -46,8 +46,9 @@ async def test_a_failing_write_does_not_undo_its_batch_neighbours(writer):
         c.execute("INSERT INTO t (v) VALUES ('partial')")
         raise ValueError("rejected by the caller's rule")
 
-    results = await asyncio.gather(w.write(_insert("a")), w.write(broken), w.write(_insert("b")),
-                                   return_exceptions=True)
+    results = await asyncio.gather(
+        w.write(_insert("a")), w.write(broken), w.write(_insert("b")), return_exceptions=True
+    )
     assert isinstance(results[1], ValueError)
     values = [r[0] for r in sqlite3.connect(path).execute("SELECT v FROM t ORDER BY id")]
     assert values == ["a", "b"]

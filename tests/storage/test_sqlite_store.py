@@ -4,11 +4,10 @@ and disk faults mapped to a clear error."""
 from __future__ import annotations
 
 import asyncio
-
 import multiprocessing
 import sqlite3
-from pathlib import Path
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -24,7 +23,9 @@ def _account(n: int) -> Account:
 
 
 def _key(n: int, account_id: str) -> ApiKey:
-    return ApiKey(f"key_{n}", account_id, "k", KeyType.SECRET, Environment.LIVE, bytes([n]) * 32, "svc_sec_live_sk_x", NOW)
+    return ApiKey(
+        f"key_{n}", account_id, "k", KeyType.SECRET, Environment.LIVE, bytes([n]) * 32, "svc_sec_live_sk_x", NOW
+    )
 
 
 def test_migrations_apply_once(tmp_path):
