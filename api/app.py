@@ -18,29 +18,29 @@ import msgspec
 from sanic import HTTPResponse, Request, Sanic
 from sanic.exceptions import SanicException
 
-from api.accounts import AccountService, Principal
-from api.attestations import AttestationService
 from api.clientip import client_ip
-from api.clock import Clock, SystemClock
-from api.credentials import ApiKeyCodec, Secrets, SessionCodec, load_master_secret
-from api.custody import open_managed_custody
 from api.endpoints import Credential, Endpoint
 from api.envelope import ErrorBody, error_response
 from api.errors import ApiError, RateLimited, status_of
-from api.ids import new_id
 from api.openapi import build_openapi, render_docs
-from api.passwords import Passwords
 from api.ratelimit import Decision, MemoryRateLimiter, RateGroup, SqliteRateLimiter, limit_for
 from api.routes import accounts, attestations, keys, managed, scans, service
-from api.scans import ScanService
-from api.settings import Settings
 from chains.clients import build_clients
 from chains.clients.prices import ChainlinkPrices, PriceOracle, StaticPrices
-from chains.endpoints import Environment as ChainEnvironment
+from chains.environment import Environment
+from core.clock import Clock, SystemClock
+from core.ids import new_id
+from services.accounts import AccountService, Principal
+from services.attestations import AttestationService
+from services.credentials import ApiKeyCodec, Secrets, SessionCodec, load_master_secret
+from services.custody.lifecycle import open_managed_custody
+from services.passwords import Passwords
+from services.scans import ScanService
+from services.settings import Settings
 from storage.attestations_sqlite import SqliteAttestationStore
 from storage.group_commit import GroupCommitWriter
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
-from storage.models import Environment, Plan
+from storage.models import Plan
 from storage.scans_sqlite import SqliteScanStore
 from storage.sqlite import SqliteStore, open_database
 
@@ -197,8 +197,8 @@ async def _open_chain_access(app: Sanic) -> None:
     clients, prices = {}, {}
     static = StaticPrices.from_file()
     for env in Environment:
-        endpoints = settings.chains[ChainEnvironment(env.value)]
-        clients[env] = build_clients(settings.chains, ChainEnvironment(env.value), ctx.http)
+        endpoints = settings.chains[env]
+        clients[env] = build_clients(settings.chains, env, ctx.http)
         prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(endpoints, ctx.http), static])
     ctx.chain_clients = clients
     ctx.scans = ScanService(

@@ -7,7 +7,7 @@ from typing import Any
 import msgspec
 from sanic import HTTPResponse, Request
 
-from api.clock import iso
+from core.clock import iso
 
 _encoder = msgspec.json.Encoder()
 JSON = "application/json"

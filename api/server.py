@@ -10,7 +10,7 @@ from sanic import Sanic
 from sanic.worker.loader import AppLoader
 
 from api.app import create_app
-from api.settings import load_settings
+from services.settings import load_settings
 
 
 def _app_from_settings(config_file: Path | None, overrides: dict[str, Any]) -> Sanic:

@@ -37,7 +37,7 @@ def measure() -> list[Figure]:
     with (
         Server(python_argv("bench/bare_server.py", str(bare_port)), bare_port) as bare,
         Server(
-            python_argv("-m", "api.cli", "serve", "--data-dir", data_dir, "--port", str(api_port)),
+            python_argv("-m", "cli.main", "serve", "--data-dir", data_dir, "--port", str(api_port)),
             api_port,
             env,
             ready_path="/v1/health",

@@ -54,7 +54,7 @@ def measure() -> list[Figure]:
     """Run the benchmark (printing each round) and return the attestation rate beside the raw ceiling."""
     port = free_port()
     data_dir = tempfile.mkdtemp(prefix="qday-bench-attest-")
-    argv = python_argv("-m", "api.cli", "serve", "--data-dir", data_dir, "--port", str(port))
+    argv = python_argv("-m", "cli.main", "serve", "--data-dir", data_dir, "--port", str(port))
     with Server(argv, port, {"QDAY_RATE_LIMIT_MULTIPLIER": "100000"}, ready_path="/v1/health") as api:
         key, body = _setup(f"http://127.0.0.1:{port}")
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}

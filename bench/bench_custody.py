@@ -39,15 +39,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pqc
-from api.accounts import Principal
-from api.clock import SystemClock
-from api.custody import ManagedCustodyService
 from bench.report import Figure, print_figures
-from storage.custody import binding_for
-from storage.custody.pkcs11_softhsm import SOFTHSM_MODULE, SoftHsmLayout, open_softhsm
+from chains.environment import Environment
+from core.clock import SystemClock
+from services.accounts import Principal
+from services.custody import binding_for
+from services.custody.lifecycle import ManagedCustodyService
+from services.custody.pkcs11 import SOFTHSM_MODULE, SoftHsmLayout, open_softhsm
 from storage.group_commit import GroupCommitWriter
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
-from storage.models import Account, Environment, Plan
+from storage.models import Account, Plan
 from storage.sqlite import SqliteStore, open_database
 
 ROUNDS = 5
@@ -90,7 +91,7 @@ def _http_rate(work: Path, rounds: int) -> list[float]:
 
     port = free_port()
     data_dir = work / "http"
-    argv = python_argv("-m", "api.cli", "serve", "--data-dir", str(data_dir), "--port", str(port))
+    argv = python_argv("-m", "cli.main", "serve", "--data-dir", str(data_dir), "--port", str(port))
     with Server(argv, port, {"QDAY_RATE_LIMIT_MULTIPLIER": "100000"}, ready_path="/v1/health") as server:
         base = f"http://127.0.0.1:{port}"
         key = provision_secret_key(base)

@@ -99,8 +99,8 @@ def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> Non
 
     from dagster import materialize
 
-    from api.ids import new_id
     from chains.codecs.detect import parse_address
+    from core.ids import new_id
     from pipelines.assets import RESCORING_ASSETS, risk_checks
     from pipelines.resources import (
         AnalyticsResource,

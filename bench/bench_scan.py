@@ -43,7 +43,13 @@ def measure() -> list[Figure]:
             "QDAY_CUSTODY_BACKEND": "disabled",
         }
         argv = python_argv(
-            "-m", "api.cli", "serve", "--data-dir", tempfile.mkdtemp(prefix="qday-bench-scan-"), "--port", str(api_port)
+            "-m",
+            "cli.main",
+            "serve",
+            "--data-dir",
+            tempfile.mkdtemp(prefix="qday-bench-scan-"),
+            "--port",
+            str(api_port),
         )
         with (
             Server(python_argv("bench/bare_server.py", str(bare_port)), bare_port) as bare,

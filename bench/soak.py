@@ -169,7 +169,7 @@ async def set_up(rec: Recorder, data_dir: Path, addresses: list[str]) -> Tenant:
         201,
     )["key"]
     subprocess.run(
-        [sys.executable, "-m", "api.cli", "admin", "set-plan", email, "pro", "--data-dir", str(data_dir)],
+        [sys.executable, "-m", "cli.main", "admin", "set-plan", email, "pro", "--data-dir", str(data_dir)],
         check=True,
         capture_output=True,
         timeout=60,
@@ -470,7 +470,7 @@ def run_soak(
         progress(f"[soak] anvil on {node.url}; starting qday serve ({workers} worker(s)) in {data_dir}")
         port = free_port()
         argv = python_argv(
-            "-m", "api.cli", "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", str(workers)
+            "-m", "cli.main", "serve", "--data-dir", str(data_dir), "--port", str(port), "--workers", str(workers)
         )
         with Server(argv, port, env, ready_path="/v1/health") as server:
             return asyncio.run(

@@ -34,29 +34,13 @@ from typing import Any
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from chains.codecs.evm import EvmAddress
+from chains.environment import Environment
 from chains.errors import InvalidAddress
-from chains.registry import CHAINS, EVM_CHAINS, Chain, Network
+from chains.registry import CHAINS, EVM_CHAINS, Chain
 
 
 class ConfigError(ValueError):
     """The chain endpoint configuration is invalid (bad URL, unknown key, wrong type)."""
-
-
-class Environment(enum.StrEnum):
-    """An API key's environment; ``test`` keys scan public test networks."""
-
-    LIVE = "live"
-    TEST = "test"
-
-    @property
-    def network(self) -> Network:
-        """The address network of this environment (Bitcoin test addresses differ)."""
-        return Network.MAINNET if self is Environment.LIVE else Network.TESTNET
-
-    @property
-    def env_prefix(self) -> str:
-        """Prefix of this environment's variables (``QDAY_`` or ``QDAY_TEST_``)."""
-        return "QDAY_" if self is Environment.LIVE else "QDAY_TEST_"
 
 
 class Source(enum.StrEnum):

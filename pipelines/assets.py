@@ -41,6 +41,7 @@ from dagster import (
 )
 from pydantic import Field
 
+from chains.environment import Environment
 from chains.errors import ChainUnavailable
 from chains.registry import CHAINS, Chain
 from pipelines.rescore import (
@@ -67,7 +68,7 @@ from scoring import load_readiness
 from scoring.model import WEIGHT_PERCENT
 from storage.analytics import TABLES, AnalyticsStore
 from storage.errors import StoreUnavailable
-from storage.models import Environment, WatchedAddress
+from storage.models import WatchedAddress
 
 START_DATE = "2026-01-01"
 CHAIN_PARTITIONS = StaticPartitionsDefinition([chain.value for chain in CHAINS])

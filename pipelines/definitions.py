@@ -12,7 +12,6 @@ from pathlib import Path
 
 from dagster import Definitions, definitions, in_process_executor
 
-from api.settings import Settings, load_settings
 from pipelines.assets import ALL_ASSETS, ALL_CHECKS
 from pipelines.automation import (
     new_addresses_job,
@@ -30,6 +29,7 @@ from pipelines.resources import (
     OraclePriceResource,
     PriceResource,
 )
+from services.settings import Settings, load_settings
 
 
 def analytics_dir(settings: Settings) -> Path:

@@ -25,7 +25,7 @@ import polars as pl
 from chains.clients.prices import Price
 from chains.codecs.address import Address
 from chains.codecs.detect import parse_address
-from chains.endpoints import Environment as ChainEnvironment
+from chains.environment import Environment
 from chains.errors import ChainError
 from chains.observation import AccountType, Exposure, Observation
 from chains.registry import CHAINS, Chain
@@ -37,7 +37,7 @@ from scoring.readiness import ReadinessData
 from scoring.records import scan_record
 from scoring.risk import SCORE_COLUMN
 from storage.analytics import TABLES, ParquetFileWriter, conform
-from storage.models import Environment, ScanResult, WatchedAddress
+from storage.models import ScanResult, WatchedAddress
 from storage.scans_sqlite import SqliteScanStore
 
 DAILY = "daily"
@@ -183,7 +183,7 @@ class ObserveStats:
 
 
 def _typed(batch: TargetBatch, chain: Chain, stats: ObserveStats) -> list[Address]:
-    network = ChainEnvironment(batch.environment.value).network
+    network = batch.environment.network
     typed = []
     for text in batch.addresses:
         try:

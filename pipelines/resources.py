@@ -34,7 +34,7 @@ from storage.sqlite import open_database
 
 
 def _endpoints(config_file: str | None) -> ChainEndpoints:
-    from api.settings import load_settings  # the one place settings (file + QDAY_* variables) are read
+    from services.settings import load_settings  # the one place settings (file + QDAY_* variables) are read
 
     return load_settings(config_file=Path(config_file) if config_file else None).chains
 

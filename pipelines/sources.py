@@ -23,11 +23,10 @@ from chains.clients import ChainClient, build_clients
 from chains.clients.prices import ChainlinkPrices, Price, PriceOracle, StaticPrices
 from chains.codecs.address import Address
 from chains.endpoints import ChainEndpoints
-from chains.endpoints import Environment as ChainEnvironment
+from chains.environment import Environment
 from chains.errors import ChainUnavailable
 from chains.observation import AccountType, Exposure, Observation
 from chains.registry import Chain
-from storage.models import Environment
 
 
 class ChainData(Protocol):
@@ -70,7 +69,7 @@ class ClientChainData:
     def client(self, environment: Environment, chain: Chain) -> ChainClient:
         """The environment's client of ``chain`` (all 19 are built on first use)."""
         if environment not in self._clients:
-            self._clients[environment] = build_clients(self._endpoints, ChainEnvironment(environment.value), self._http)
+            self._clients[environment] = build_clients(self._endpoints, environment, self._http)
         return self._clients[environment][chain]
 
     async def observe(self, environment: Environment, chain: Chain, addresses: Sequence[Address]) -> list[Observation]:
@@ -97,7 +96,7 @@ class OraclePriceData:
         self._feeds: list[ChainlinkPrices] = []
         self._oracles: dict[Environment, PriceOracle] = {}
         for environment in Environment:
-            feeds = ChainlinkPrices.from_endpoints(endpoints[ChainEnvironment(environment.value)], self._http)
+            feeds = ChainlinkPrices.from_endpoints(endpoints[environment], self._http)
             self._feeds.append(feeds)
             self._oracles[environment] = PriceOracle([feeds, static])
 

@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from chains.environment import Environment
 from chains.observation import Observation
 from scoring.result import WalletRisk
-from storage.models import Environment, ScanResult
+from storage.models import ScanResult
 
 _ENCODER = msgspec.json.Encoder()  # compact JSON in C: json.dumps was a fifth of a published result's cost
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
+from chains.environment import Environment
 from storage.group_commit import GroupCommitWriter
-from storage.models import Attestation, AttestationChallenge, Environment, KeyOrigin, PqKey
+from storage.models import Attestation, AttestationChallenge, KeyOrigin, PqKey
 from storage.row_cache import RowCache
 from storage.sqlite import dt, insert_or_get, ts
 

@@ -22,8 +22,9 @@ import json
 import sqlite3
 from datetime import datetime
 
+from chains.environment import Environment
 from storage.group_commit import GroupCommitWriter
-from storage.models import Environment, ManagedKey, ManagedKeyEvent, ManagedKeyState, ManagedKeyUsage, PqKey
+from storage.models import ManagedKey, ManagedKeyEvent, ManagedKeyState, ManagedKeyUsage, PqKey
 from storage.sqlite import commit, dt, ts
 
 _KEY_COLUMNS = (

@@ -6,6 +6,8 @@ import enum
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from chains.environment import Environment
+
 
 class Plan(enum.StrEnum):
     """Subscription plans, as stored and reported in the ``plan`` field."""
@@ -21,13 +23,6 @@ class KeyType(enum.StrEnum):
 
     PUBLISHABLE = "publishable"
     SECRET = "secret"
-
-
-class Environment(enum.StrEnum):
-    """Data environments; test and live resources never see each other."""
-
-    TEST = "test"
-    LIVE = "live"
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,12 +8,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Protocol
 
+from chains.environment import Environment
 from storage.models import (
     Account,
     ApiKey,
     Attestation,
     AttestationChallenge,
-    Environment,
     ManagedKey,
     ManagedKeyEvent,
     ManagedKeyUsage,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import sqlite3
 from datetime import datetime
 
+from chains.environment import Environment
 from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.group_commit import GroupCommitWriter
-from storage.models import Environment, ScanResult, WatchedAddress
+from storage.models import ScanResult, WatchedAddress
 from storage.row_cache import RowCache
 from storage.sqlite import commit, dt, insert_or_get, ts
 

@@ -16,9 +16,10 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from chains.environment import Environment
 from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
-from storage.models import Account, ApiKey, Environment, KeyType, Plan
+from storage.models import Account, ApiKey, KeyType, Plan
 from storage.row_cache import RowCache
 
 if TYPE_CHECKING:

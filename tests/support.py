@@ -21,8 +21,8 @@ from argon2 import PasswordHasher
 from sanic import Sanic
 
 from api.app import create_app
-from api.passwords import Passwords
-from api.settings import Settings
+from services.passwords import Passwords
+from services.settings import Settings
 from tests.processes import free_port, stop_group
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -164,7 +164,7 @@ class ServerProcess:
             [
                 sys.executable,
                 "-m",
-                "api.cli",
+                "cli.main",
                 "serve",
                 "--data-dir",
                 str(data_dir),

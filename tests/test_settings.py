@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from api.settings import SettingsError, load_settings
+from services.settings import SettingsError, load_settings
 
 
 def test_defaults_are_embedded():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from sanic import HTTPResponse, Request
 
-from api.clock import iso
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import no_content, ok
 from api.errors import ApiError
@@ -19,10 +18,12 @@ from api.models.accounts import (
     RotatedKeyOut,
     SessionUser,
 )
-from api.offload import run_blocking
-from api.passwords import PasswordPolicyError
 from api.ratelimit import RateGroup
-from storage.models import Account, ApiKey, Environment, KeyType
+from chains.environment import Environment
+from core.clock import iso
+from services.offload import run_blocking
+from services.passwords import PasswordPolicyError
+from storage.models import Account, ApiKey, KeyType
 
 group = EndpointGroup("accounts", "/auth")
 _KEY_ERRORS = ("AUTH_001", "AUTH_002", "AUTH_003", "RATE_001")

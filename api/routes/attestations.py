@@ -7,8 +7,6 @@ import json
 from sanic import HTTPResponse, Request
 
 import pqc
-from api.attestations import CheckResult, HybridInput, check_hybrid, check_plain, hybrid_algorithm
-from api.clock import iso
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import ok
 from api.errors import ApiError
@@ -20,9 +18,11 @@ from api.models.crypto import (
     VerificationOut,
     VerifyRequest,
 )
-from api.offload import run_verification
 from api.ratelimit import RateGroup
-from api.signers import chain_of, parse_claimed_signer, scheme_for
+from core.clock import iso
+from services.attestations import CheckResult, HybridInput, check_hybrid, check_plain, hybrid_algorithm
+from services.offload import run_verification
+from services.signers import chain_of, parse_claimed_signer, scheme_for
 from storage.models import Attestation
 
 group = EndpointGroup("attestations")

@@ -8,8 +8,6 @@ import struct
 from sanic import HTTPResponse, Request
 
 import pqc
-from api.attestations import KEYGEN_CHAINS
-from api.clock import iso
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import ok
 from api.errors import ApiError
@@ -22,10 +20,12 @@ from api.models.crypto import (
     RegistrationChallengeRequest,
 )
 from api.models.custody import ManagedKeyOut
-from api.offload import run_blocking, run_verification
 from api.ratelimit import RateGroup
 from api.routes.managed import managed_key_out
-from api.statements import REGISTRATION_CONTEXT
+from core.clock import iso
+from services.attestations import KEYGEN_CHAINS
+from services.offload import run_blocking, run_verification
+from services.statements import REGISTRATION_CONTEXT
 from storage.models import PqKey
 
 group = EndpointGroup("keys", "/keys")

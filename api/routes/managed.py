@@ -10,8 +10,6 @@ import json
 from sanic import HTTPResponse, Request
 
 import pqc
-from api.clock import iso
-from api.custody import Usage
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import ok
 from api.models.custody import (
@@ -23,6 +21,8 @@ from api.models.custody import (
     UsageOut,
 )
 from api.ratelimit import RateGroup
+from core.clock import iso
+from services.custody.lifecycle import Usage
 from storage.models import ManagedKey, ManagedKeyEvent
 
 group = EndpointGroup("managed")

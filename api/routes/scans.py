@@ -5,13 +5,13 @@ from __future__ import annotations
 import msgspec
 from sanic import HTTPResponse, Request
 
-from api.attestations import environment_of
-from api.clock import iso
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import no_content, ok
 from api.models.scans import DetectOut, DetectRequest, ScanRequest, WalletScanOut, WatchedOut, WatchRequest
 from api.ratelimit import RateGroup
-from api.scans import candidate_chains, resolve_address
+from core.clock import iso
+from services.attestations import environment_of
+from services.scans import candidate_chains, resolve_address
 from storage.models import WatchedAddress
 
 group = EndpointGroup("scans")

@@ -17,7 +17,8 @@ import httpx
 
 from chains.clients.transport import Timing
 from chains.codecs.address import Address
-from chains.endpoints import ChainEndpoints, Environment, EnvironmentEndpoints
+from chains.endpoints import ChainEndpoints, EnvironmentEndpoints
+from chains.environment import Environment
 from chains.errors import InvalidAddress
 from chains.observation import AccountType, Exposure, Observation
 from chains.registry import CHAINS, Chain, Family

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from api.settings import load_settings
+from services.settings import load_settings
 from tests.support import ManualClock, Tenant, client_for, make_tenant, running_app
 
 

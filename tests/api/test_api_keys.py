@@ -82,10 +82,10 @@ async def test_publishable_key_cannot_manage_keys(client):
 
 
 def test_credential_kinds_per_endpoint_class():
-    from api.accounts import Principal
     from api.app import _check_kind
     from api.endpoints import Credential
     from api.errors import ApiError
+    from services.accounts import Principal
 
     allowed = {
         Credential.SESSION_OR_SECRET: {"session", "secret"},

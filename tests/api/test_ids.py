@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from api.ids import new_id
+from core.ids import new_id
 
 
 def test_identifiers_have_the_prefix_and_120_random_bits():

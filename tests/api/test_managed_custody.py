@@ -12,8 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import pqc
-from api.clock import iso
-from api.settings import load_settings
+from core.clock import iso
+from services.settings import load_settings
 from storage.models import Plan
 from tests.api.test_envelope import assert_error, assert_meta
 from tests.custody.support import requires_softhsm, shared_softhsm_conf

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from api.settings import load_settings
+from services.settings import load_settings
 from storage.models import Plan
 from tests.custody.support import (
     files_containing,

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from api.credentials import load_master_secret
+from services.credentials import load_master_secret
 
 STARTERS = 8
 ROUNDS = 200  # the window between creating the file and writing it is short: try it often

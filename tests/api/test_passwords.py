@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from api.passwords import PasswordPolicyError, Passwords
+from services.passwords import PasswordPolicyError, Passwords
 
 
 @pytest.fixture(scope="module")

@@ -94,7 +94,7 @@ def test_admin_set_plan_takes_effect_on_a_running_server(server):
     headers = {**ip, "Authorization": f"Bearer {key}"}
     assert httpx.get(f"{server.base_url}/v1/auth/api-keys", headers=headers).headers["x-ratelimit-limit"] == "60"
     done = subprocess.run(
-        [sys.executable, "-m", "api.cli", "admin", "set-plan", email, "builder", "--data-dir", str(server.data_dir)],
+        [sys.executable, "-m", "cli.main", "admin", "set-plan", email, "builder", "--data-dir", str(server.data_dir)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -110,7 +110,7 @@ def test_admin_set_plan_unknown_email_fails_cleanly(server):
         [
             sys.executable,
             "-m",
-            "api.cli",
+            "cli.main",
             "admin",
             "set-plan",
             "ghost@example.com",

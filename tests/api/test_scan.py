@@ -11,7 +11,7 @@ import asyncio
 import pytest
 from eth_account import Account
 
-from api.settings import load_settings
+from services.settings import load_settings
 from storage.models import Plan
 from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary, free_port
 from tests.api.test_envelope import assert_error, assert_meta
@@ -106,8 +106,8 @@ async def test_results_are_cached_until_the_ttl(scanner, anvil, scan_clock):
 async def test_identical_concurrent_scans_share_one_fetch(scanner, scan_app, anvil, monkeypatch):
     client, tenant = scanner
     account = anvil.new_account(10**18)
+    from chains.environment import Environment
     from chains.registry import Chain
-    from storage.models import Environment
 
     real = scan_app.ctx.chain_clients[Environment.LIVE][Chain.ETHEREUM]
     calls = []

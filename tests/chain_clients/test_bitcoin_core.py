@@ -16,7 +16,8 @@ import pytest
 from chains.clients.bitcoin_core import BitcoinCoreClient, InvalidParameter, InWarmup, descriptor, to_satoshis
 from chains.clients.jsonrpc import MethodNotFound
 from chains.codecs.bitcoin import BitcoinAddress
-from chains.endpoints import EndpointConfig, Environment, RetrySettings, load_endpoints
+from chains.endpoints import EndpointConfig, RetrySettings, load_endpoints
+from chains.environment import Environment
 from chains.errors import MalformedChainData
 from tests.chain_clients.loopback import Fault, Loopback
 

@@ -12,15 +12,8 @@ from chains.clients.esplora import EsploraClient
 from chains.clients.evm import EvmClient
 from chains.clients.solana import SolanaClient
 from chains.clients.tron import TronClient
-from chains.endpoints import (
-    ConfigError,
-    EndpointConfig,
-    Environment,
-    RetrySettings,
-    load_endpoints,
-    read_table,
-    redact_url,
-)
+from chains.endpoints import ConfigError, EndpointConfig, RetrySettings, load_endpoints, read_table, redact_url
+from chains.environment import Environment
 from chains.registry import CHAINS, EVM_CHAINS, Chain, Network
 
 

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from api.ratelimit import RateGroup, limit_for
-from api.settings import load_settings
 from qday_client import QdayClient, RateLimitError
 from qday_client.bulk import ScanTarget, scan_all
+from services.settings import load_settings
 from storage.models import Plan
 from tests.support import ManualClock, client_for, make_tenant, running_app
 

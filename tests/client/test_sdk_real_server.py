@@ -10,7 +10,7 @@ import os
 import pytest
 
 import pqc
-from api.cli import main as qday_main
+from cli.main import main as qday_main
 from qday_client import (
     AccountError,
     AttestationError,

@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from api.accounts import Principal
-from api.custody import ManagedCustodyService
-from storage.custody.pkcs11_softhsm import open_softhsm
+from services.accounts import Principal
+from services.custody.lifecycle import ManagedCustodyService
+from services.custody.pkcs11 import open_softhsm
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.sqlite import open_database
 from tests.custody.support import add_principal, shared_softhsm_conf

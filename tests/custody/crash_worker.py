@@ -11,17 +11,18 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from api.accounts import Principal
-from api.clock import SystemClock
-from api.custody import ManagedCustodyService
+from chains.environment import Environment
+from core.clock import SystemClock
+from services.accounts import Principal
+from services.custody.lifecycle import ManagedCustodyService
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
-from storage.models import Account, Environment, Plan
+from storage.models import Account, Plan
 from storage.sqlite import open_database
 from tests.custody.support import shared_softhsm_conf
 
 
 async def main(db_path: Path, account_id: str) -> None:
-    from storage.custody.pkcs11_softhsm import open_softhsm
+    from services.custody.pkcs11 import open_softhsm
 
     conn = open_database(db_path)
     service = ManagedCustodyService(SqliteManagedKeyStore(conn), open_softhsm(shared_softhsm_conf()), SystemClock())

@@ -23,11 +23,12 @@ from typing import Any, TypeVar
 
 import pytest
 
-from api.accounts import Principal
-from api.ids import new_id
-from storage.custody import binding_for
-from storage.custody.pkcs11_softhsm import SOFTHSM_MODULE, SoftHsmLayout, _file_lock, ensure_softhsm_token
-from storage.models import Account, Environment, Plan
+from chains.environment import Environment
+from core.ids import new_id
+from services.accounts import Principal
+from services.custody import binding_for
+from services.custody.pkcs11 import SOFTHSM_MODULE, SoftHsmLayout, _file_lock, ensure_softhsm_token
+from storage.models import Account, Plan
 from storage.sqlite import SqliteStore
 
 T = TypeVar("T")

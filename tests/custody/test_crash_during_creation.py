@@ -15,9 +15,9 @@ import pytest
 
 from api.errors import ApiError
 from pqc import Algorithm
-from storage.custody import CustodyIntegrityError, CustodyUnavailable, binding_for
-from storage.custody.base import public_key_from_seed
-from storage.custody.pkcs11_softhsm import _MODULE_LOCK
+from services.custody import CustodyIntegrityError, CustodyUnavailable, binding_for
+from services.custody.backend import public_key_from_seed
+from services.custody.pkcs11 import _MODULE_LOCK
 from storage.errors import StoreUnavailable
 from tests.custody.support import add_principal, requires_softhsm
 from tests.support import REPO_ROOT
@@ -58,7 +58,7 @@ def _fail_event(*_args):
 
 
 STEPS = {
-    "seed → public key": ("storage.custody.pkcs11_softhsm.public_key_from_seed", _fail, "GEN_002"),
+    "seed → public key": ("services.custody.pkcs11.public_key_from_seed", _fail, "GEN_002"),
     "wrap on the token": ("backend._crypt", _fail_encrypt, "CUS_004"),
     "read-back check": ("backend._unwrap", _wrong_readback, "GEN_002"),
     "event insert (key row already written)": ("storage.managed_keys_sqlite._append_event", _fail_event, "SRV_002"),

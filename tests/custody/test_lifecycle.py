@@ -13,12 +13,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import pqc
-from api.custody import ManagedCustodyService, month_bounds, purge_due_keys
 from api.errors import ApiError
-from api.settings import SettingsError, load_settings
-from storage.custody import CustodyIntegrityError
+from chains.environment import Environment
+from services.custody import CustodyIntegrityError
+from services.custody.lifecycle import ManagedCustodyService, month_bounds, purge_due_keys
+from services.settings import SettingsError, load_settings
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
-from storage.models import Environment, ManagedKeyState, Plan
+from storage.models import ManagedKeyState, Plan
 from storage.sqlite import split_statements
 from tests.custody.support import add_principal, requires_softhsm, run_to_completion
 from tests.support import REPO_ROOT, ManualClock
@@ -289,7 +290,7 @@ async def test_purge_keys_command_and_function(tmp_path, backend):
     before_due = ManualClock(datetime(2020, 1, 7, 23, 59, tzinfo=UTC))
     assert await asyncio.to_thread(purge_due_keys, settings, before_due) == []
     done = subprocess.run(
-        [sys.executable, "-m", "api.cli", "admin", "purge-keys", "--data-dir", str(tmp_path)],
+        [sys.executable, "-m", "cli.main", "admin", "purge-keys", "--data-dir", str(tmp_path)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

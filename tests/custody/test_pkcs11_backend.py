@@ -9,9 +9,9 @@ import pytest
 
 import pqc
 from pqc import Algorithm
-from storage.custody import CustodyIntegrityError, CustodyUnavailable, binding_for
-from storage.custody.base import public_key_from_seed, scrub_bytes, wipe
-from storage.custody.pkcs11_softhsm import (
+from services.custody import CustodyIntegrityError, CustodyUnavailable, binding_for
+from services.custody.backend import public_key_from_seed, scrub_bytes, wipe
+from services.custody.pkcs11 import (
     _MODULE_LOCK,
     Pkcs11WrappedSeedCustody,
     SoftHsmLayout,

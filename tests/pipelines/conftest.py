@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from api.ids import new_id
 from chains.codecs.detect import parse_address
+from chains.environment import Environment
 from chains.observation import AccountType, Exposure, Observation
+from core.ids import new_id
 from pipelines.resources import (
     AnalyticsResource,
     OperationalStoreResource,
@@ -25,7 +26,7 @@ from pipelines.resources import (
 from pipelines.runner import LoopThread
 from pipelines.sources import write_snapshot
 from storage.analytics import AnalyticsStore
-from storage.models import Account, Environment, Plan, WatchedAddress
+from storage.models import Account, Plan, WatchedAddress
 from storage.scans_sqlite import SqliteScanStore
 from storage.sqlite import SqliteStore, open_database, ts
 from tests.chain_clients.loopback import Loopback

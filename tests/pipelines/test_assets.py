@@ -15,13 +15,13 @@ import pytest
 from dagster import AssetKey, Failure, materialize
 from eth_account import Account
 
+from chains.environment import Environment
 from pipelines import assets as pipeline_assets
 from pipelines.assets import RESCORING_ASSETS, chain_day, risk_checks, risk_file_checks
 from pipelines.rescore import observation_from_row, scorer_row_types
 from pipelines.resources import EndpointChainDataResource, OraclePriceResource
 from scoring import PriceQuote, load_readiness, score_observation
 from scoring.records import scan_record
-from storage.models import Environment
 from tests.anvil import Anvil, assemble, free_port
 from tests.chain_clients.test_prices import deploy_feed, feed_address
 from tests.pipelines.conftest import TODAY, DataDir, ThreadedLoopback, evm_address, partition
@@ -232,11 +232,11 @@ def test_partition_keys_name_chain_and_day() -> None:
 
 
 def test_a_snapshot_recorded_from_anvil_replays_the_same_scores(world: dict, tmp_path: Path) -> None:
-    from api.settings import load_settings
     from chains.codecs.detect import parse_address
     from chains.registry import Chain
     from pipelines.runner import LoopThread
     from pipelines.sources import ClientChainData, RecordingChainData, SnapshotChainData, write_snapshot
+    from services.settings import load_settings
 
     config = world["resources"]["chain_data"].config_file
     addresses = [parse_address(world[name], "ethereum") for name in ("signed", "fresh", "contract")]

@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 from dagster import materialize
 
-from api.cli import main
+from cli.main import main
 from pipelines.assets import RESCORING_ASSETS, risk_checks
 from tests.pipelines.conftest import DataDir, evm_address, partition
 

@@ -10,11 +10,11 @@ import polars as pl
 import yaml
 from dagster import DagsterInstance, Definitions, build_schedule_context, materialize
 
-from api.settings import load_settings
 from chains.registry import CHAINS
+from cli.supervisor import REPO_DAGSTER_HOME, prepare_dagster_home
 from pipelines.assets import all_chains_graded, chain_readiness
 from pipelines.definitions import build_definitions
-from pipelines.supervisor import REPO_DAGSTER_HOME, prepare_dagster_home
+from services.settings import load_settings
 from tests.pipelines.conftest import TODAY, DataDir
 
 

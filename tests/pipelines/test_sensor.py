@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from dagster import DagsterInstance, build_sensor_context, materialize
 
+from chains.environment import Environment
 from pipelines import automation
 from pipelines.assets import RESCORING_ASSETS, newly_watched_scores, risk_checks
 from pipelines.automation import OVERLAP, WatchCursor, new_watched_sensor
 from pipelines.resources import SnapshotChainDataResource
 from pipelines.sources import write_snapshot
-from storage.models import Environment
 from tests.pipelines.conftest import DataDir, evm_address, evm_observation, partition
 
 

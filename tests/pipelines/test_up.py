@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pipelines.supervisor import Child, Supervisor
+from cli.supervisor import Child, Supervisor
 from tests.anvil import free_port
 
 SLEEPER = [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"]
@@ -79,7 +79,7 @@ def test_qday_up_serves_the_api_and_dagster_and_stops_on_sigterm(tmp_path: Path)
         [
             sys.executable,
             "-m",
-            "api.cli",
+            "cli.main",
             "up",
             "--data-dir",
             str(tmp_path / "data"),

@@ -18,10 +18,11 @@ def api_like(db: str, account_id: str, addresses: list[str], stop: Any, reports:
     scan results written on another chain."""
     import asyncio
 
-    from api.ids import new_id
     from chains.codecs.detect import parse_address
+    from chains.environment import Environment
+    from core.ids import new_id
     from storage.group_commit import GroupCommitWriter
-    from storage.models import Environment, ScanResult, WatchedAddress
+    from storage.models import ScanResult, WatchedAddress
     from storage.scans_sqlite import SqliteScanStore
     from storage.sqlite import open_database
 

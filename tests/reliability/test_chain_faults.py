@@ -27,8 +27,8 @@ import httpx
 import pytest
 from eth_account import Account
 
-from api.scans import PRICE_WAIT_SECONDS
-from api.settings import load_settings
+from services.scans import PRICE_WAIT_SECONDS
+from services.settings import load_settings
 from tests.faultproxy import FaultProxy
 from tests.support import ManualClock, Tenant, client_for, make_tenant, running_app
 

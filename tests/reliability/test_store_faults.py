@@ -31,7 +31,7 @@ from eth_account import Account
 from sanic import Sanic
 
 import pqc
-from api.settings import load_settings
+from services.settings import load_settings
 from tests.signing import eip191_signature, public_key
 from tests.support import ManualClock, Tenant, client_for, make_tenant, running_app
 

@@ -57,10 +57,10 @@ def _self_custody_patterns(data: dict) -> list[bytes]:
 def _managed_patterns(server, email: str, key: str) -> list[bytes]:
     """Make the account Pro (`qday admin set-plan`), create and use two managed keys, and return
     the patterns of their seeds and derived secrets."""
-    from storage.custody.pkcs11_softhsm import open_softhsm
+    from services.custody.pkcs11 import open_softhsm
 
     done = subprocess.run(
-        [sys.executable, "-m", "api.cli", "admin", "set-plan", email, "pro", "--data-dir", str(server.data_dir)],
+        [sys.executable, "-m", "cli.main", "admin", "set-plan", email, "pro", "--data-dir", str(server.data_dir)],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

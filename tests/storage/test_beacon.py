@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from chains.environment import Environment
 from storage.beacon import ChangeBeacon, Topic
-from storage.models import Account, ApiKey, Environment, KeyType, Plan, ScanResult
+from storage.models import Account, ApiKey, KeyType, Plan, ScanResult
 from storage.scans_sqlite import SqliteScanStore
 from storage.sqlite import SqliteStore, open_database
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from chains.environment import Environment
 from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
-from storage.models import Account, ApiKey, Environment, KeyType, Plan
+from storage.models import Account, ApiKey, KeyType, Plan
 from storage.sqlite import SqliteStore, connect, migrate, open_database
 
 NOW = datetime(2026, 11, 21, tzinfo=UTC)

@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from api.settings import SettingsError, load_settings
+from services.settings import SettingsError, load_settings
 from storage.errors import StorageError
 from storage.models import Plan
 
@@ -54,7 +54,7 @@ def _cmd_set_plan(args: argparse.Namespace) -> int:
 
 
 def _cmd_purge_keys(args: argparse.Namespace) -> int:
-    from api.custody import purge_due_keys
+    from services.custody.lifecycle import purge_due_keys
 
     destroyed = purge_due_keys(_settings(args))
     print(
@@ -96,7 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="the client SDK's command: keygen, register, attest, verify, "
         "scan, keys (same as qday-client; see docs/quickstart.md)",
     )
-    from pipelines.cli import add_commands  # sql, watch import, up (docs/analytics.md)
+    from cli.data import add_commands  # sql, watch import, up (docs/analytics.md)
 
     add_commands(sub, common, _settings)
     return parser

@@ -26,7 +26,7 @@ Two process-wide facts shape this module:
   per process, then; opening a second one while the first is in use is
   refused with a clear ``CustodyUnavailable``.
 
-``python -m storage.custody.pkcs11_softhsm init DIR`` creates a SoftHSM2 token
+``python -m services.custody.pkcs11 init DIR`` creates a SoftHSM2 token
 under DIR the same way the server does on first start (``make`` uses it).
 """
 
@@ -51,7 +51,7 @@ from typing import Any
 
 import pqc
 from pqc import Algorithm
-from storage.custody.base import (
+from services.custody.backend import (
     CustodyIntegrityError,
     CustodyKey,
     CustodyUnavailable,
@@ -544,7 +544,7 @@ def open_softhsm(
 
 def main(argv: list[str] | None = None) -> int:
     """``init DIR``: create (idempotently) a SoftHSM2 token and its wrapping key under DIR."""
-    parser = argparse.ArgumentParser(prog="python -m storage.custody.pkcs11_softhsm")
+    parser = argparse.ArgumentParser(prog="python -m services.custody.pkcs11")
     sub = parser.add_subparsers(dest="command", required=True)
     init = sub.add_parser("init", help="create a SoftHSM2 token under DIR (idempotent)")
     init.add_argument("directory", type=Path)

@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime
 
-from api.clock import iso
+from core.clock import iso
 
 REGISTRATION_HEADER = "qday key registration v1"
 ATTESTATION_HEADER = "qday hybrid attestation v1"

@@ -13,24 +13,24 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from api.accounts import Principal
-from api.attestations import environment_of
-from api.clock import Clock
 from api.errors import ApiError
-from api.ids import new_id
 from chains.clients import ChainClient
 from chains.clients.prices import PriceOracle
 from chains.clients.transport import shared_deadline
 from chains.codecs.address import Address
 from chains.codecs.detect import detect_chains, parse_address
-from chains.endpoints import Environment as ChainEnvironment
+from chains.environment import Environment
 from chains.errors import AddressNotFound
 from chains.observation import Observation
 from chains.registry import Chain, Network, parse_chain
+from core.clock import Clock
+from core.ids import new_id
 from scoring import load_readiness, score_observation
 from scoring.readiness import ReadinessData
 from scoring.records import scan_record
-from storage.models import Environment, ScanResult, WatchedAddress
+from services.accounts import Principal
+from services.attestations import environment_of
+from storage.models import ScanResult, WatchedAddress
 from storage.repository import ScanStore
 
 #: How long a scan waits for each live price source before the next one (the static
@@ -48,7 +48,7 @@ class ScanOutcome:
 
 
 def _network(environment: Environment) -> Network:
-    return ChainEnvironment(environment.value).network
+    return environment.network
 
 
 @functools.lru_cache(maxsize=4096)

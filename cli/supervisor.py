@@ -216,7 +216,7 @@ def stack_children(settings: Any, config: Path | None, dagster_home: Path, dagst
     api = [
         sys.executable,
         "-m",
-        "api.cli",
+        "cli.main",
         "serve",
         "--data-dir",
         str(settings.data_dir.resolve()),

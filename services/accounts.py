@@ -7,11 +7,12 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from api.clock import Clock
-from api.credentials import ApiKeyCodec, InvalidSession, SessionCodec
 from api.errors import ApiError
-from api.ids import new_id
-from storage.models import Account, ApiKey, Environment, KeyType, Plan
+from chains.environment import Environment
+from core.clock import Clock
+from core.ids import new_id
+from services.credentials import ApiKeyCodec, InvalidSession, SessionCodec
+from storage.models import Account, ApiKey, KeyType, Plan
 from storage.repository import Store
 
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s.]+(\.[^@\s.]+)+$")

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import msgspec
 
-from storage.models import Environment, KeyType
+from chains.environment import Environment
+from storage.models import KeyType
 
 _BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 _RANDOM_CHARS = 43  # 62**43 > 2**256: at least 256 bits of randomness

@@ -1,6 +1,6 @@
 """``qday`` subcommands of the pipelines part: ``sql``, ``watch import`` and ``up``.
 
-``api.cli`` registers them with ``add_commands``; each command reads the settings the
+``cli.main`` registers them with ``add_commands``; each command reads the settings the
 same way as ``qday serve`` (``--data-dir``, ``--config``, ``QDAY_*``).
 """
 
@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-Settings = Any  # api.settings.Settings, imported lazily (keeps `qday --help` fast)
+Settings = Any  # services.settings.Settings, imported lazily (keeps `qday --help` fast)
 SettingsLoader = Callable[[argparse.Namespace], Settings]
 
 
@@ -264,15 +264,15 @@ async def import_watchlist(
     """Validate and add (line number, CSV row) pairs; returns (imported (line, address)
     pairs, already watched count, rejected (line, reason) pairs). ``watch`` is
     ``SqliteScanStore.watch`` (idempotent per account, environment, chain and address)."""
-    from api.ids import new_id
     from chains.codecs.detect import parse_address
-    from chains.endpoints import Environment as ChainEnvironment
+    from chains.environment import Environment
     from chains.errors import ChainError
     from chains.registry import parse_chain
-    from storage.models import Environment, WatchedAddress
+    from core.ids import new_id
+    from storage.models import WatchedAddress
 
     env = Environment(environment)
-    network = ChainEnvironment(environment).network
+    network = env.network
     imported: list[tuple[int, str]] = []
     rejected: list[tuple[int, str]] = []
     existing = 0
@@ -358,6 +358,6 @@ def cmd_watch_import(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     """``qday up``: the API, the Dagster webserver and the daemon, supervised."""
-    from pipelines.supervisor import run_stack
+    from cli.supervisor import run_stack
 
     return run_stack(settings, config=args.config, dagster_port=args.dagster_port, restarts=args.restarts)

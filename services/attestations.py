@@ -11,19 +11,20 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pqc
-from api.accounts import Principal
-from api.clock import Clock
 from api.errors import ApiError
-from api.ids import new_id
-from api.signers import ClaimedSigner, ecdsa_signer
-from api.statements import (
+from chains.environment import Environment
+from core.clock import Clock
+from core.ids import new_id
+from services.accounts import Principal
+from services.signers import ClaimedSigner, ecdsa_signer
+from services.statements import (
     RegistrationClaims,
     attestation_statement,
     read_registration_challenge,
     registration_challenge,
     statement_hash,
 )
-from storage.models import Attestation, AttestationChallenge, Environment, KeyOrigin, PqKey
+from storage.models import Attestation, AttestationChallenge, KeyOrigin, PqKey
 from storage.repository import AttestationStore
 
 #: Chains ``POST /v1/keys/generate`` accepts (the spec's list).

@@ -31,24 +31,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pqc
-from api.accounts import Principal
-from api.attestations import KEYGEN_CHAINS, environment_of
-from api.clock import Clock, SystemClock, iso
 from api.errors import ApiError
-from api.ids import new_id
-from api.offload import run_blocking
-from storage.custody import CustodyUnavailable, KeyCustody, binding_for
-from storage.custody.base import MANAGED_ALGORITHMS
-from storage.models import (
-    Environment,
-    KeyOrigin,
-    ManagedKey,
-    ManagedKeyEvent,
-    ManagedKeyState,
-    ManagedKeyUsage,
-    Plan,
-    PqKey,
-)
+from chains.environment import Environment
+from core.clock import Clock, SystemClock, iso
+from core.ids import new_id
+from services.accounts import Principal
+from services.attestations import KEYGEN_CHAINS, environment_of
+from services.custody import CustodyUnavailable, KeyCustody, binding_for
+from services.custody.backend import MANAGED_ALGORITHMS
+from services.offload import run_blocking
+from storage.models import KeyOrigin, ManagedKey, ManagedKeyEvent, ManagedKeyState, ManagedKeyUsage, Plan, PqKey
 from storage.repository import ManagedKeyStore
 
 log = logging.getLogger("qday.custody")
@@ -466,7 +458,7 @@ class ManagedCustodyService:
 
 def open_custody_backend(settings: Any) -> KeyCustody:
     """The custody backend the settings name; raises ``CustodyUnavailable``."""
-    from storage.custody.pkcs11_softhsm import Pkcs11WrappedSeedCustody, open_softhsm, resolve_softhsm_conf
+    from services.custody.pkcs11 import Pkcs11WrappedSeedCustody, open_softhsm, resolve_softhsm_conf
 
     if settings.custody_backend == "disabled":
         raise CustodyUnavailable("managed custody is disabled (custody_backend = disabled)")
