@@ -8,7 +8,7 @@ UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
 DATA_DIR ?= var
 
-.PHONY: install install-test run test bench lock clean
+.PHONY: install install-test run lint test bench lock clean
 
 include mk/anvil.mk
 include mk/softhsm.mk
@@ -37,7 +37,12 @@ install-test: $(VENV)/.installed-test
 run: install softhsm  ## start the API (127.0.0.1:8000) and Dagster (127.0.0.1:3000) with data under ./var
 	$(VENV)/bin/qday up --data-dir $(DATA_DIR)
 
-test: install-test anvil softhsm-test-token  ## run the whole suite
+lint: install-test  ## ruff (lint, import order, format check) and mypy, configured in pyproject.toml
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+test: install-test anvil softhsm-test-token lint  ## the linters, then the whole suite
 	$(SOFTHSM_TEST_ENV) $(PY) -m pytest $(PYTEST_ARGS)
 
 BENCH_ARGS ?=

@@ -21,7 +21,7 @@ from sanic.exceptions import SanicException
 from api.clientip import client_ip
 from api.endpoints import Credential, Endpoint
 from api.envelope import ErrorBody, error_response
-from api.errors import ApiError, RateLimited, status_of
+from api.errors import ApiError, RateLimited, code_of, status_of
 from api.openapi import build_openapi, render_docs
 from api.ratelimit import Decision, MemoryRateLimiter, RateGroup, SqliteRateLimiter, limit_for
 from api.routes import accounts, attestations, keys, managed, scans, service
@@ -29,12 +29,15 @@ from chains.clients import build_clients
 from chains.clients.prices import ChainlinkPrices, PriceOracle, StaticPrices
 from chains.environment import Environment
 from core.clock import Clock, SystemClock
+from core.errors import DomainError
 from core.ids import new_id
 from services.accounts import AccountService, Principal
 from services.attestations import AttestationService
 from services.credentials import ApiKeyCodec, Secrets, SessionCodec, load_master_secret
-from services.custody.lifecycle import open_managed_custody
+from services.custody.factory import open_managed_custody
+from services.custody.purge import PurgeLoop
 from services.passwords import Passwords
+from services.pq_keys import PqKeyService
 from services.scans import ScanService
 from services.settings import Settings
 from storage.attestations_sqlite import SqliteAttestationStore
@@ -42,7 +45,8 @@ from storage.group_commit import GroupCommitWriter
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.models import Plan
 from storage.scans_sqlite import SqliteScanStore
-from storage.sqlite import SqliteStore, open_database
+from storage.sqlite import SqliteStore
+from storage.sqlite_db import open_database
 
 log = logging.getLogger("qday.api")
 _app_numbers = itertools.count()
@@ -97,12 +101,12 @@ async def _on_request(request: Request) -> None:
     request.ctx.client_ip = client_ip(request.ip, request.headers.get("x-forwarded-for"), ctx.settings.trusted_proxies)
     endpoint: Endpoint | None = getattr(request.route.ctx, "endpoint", None) if request.route else None
     principal: Principal | None = None
-    auth_error: ApiError | None = None
+    auth_error: ApiError | DomainError | None = None
     if endpoint is not None and endpoint.credential is not Credential.NONE:
         try:
             principal = ctx.accounts.authenticate(_bearer(request))
             _check_kind(principal, endpoint.credential)
-        except ApiError as exc:
+        except (ApiError, DomainError) as exc:
             auth_error = exc
     decision = _count(request, endpoint.rate_group if endpoint else RateGroup.PUBLIC, principal)
     request.ctx.rate = decision
@@ -132,9 +136,11 @@ async def _on_response(request: Request, response: HTTPResponse) -> None:
 
 
 def _error_body(exc: BaseException) -> tuple[int, ErrorBody]:
-    code = getattr(exc, "code", None)
-    if isinstance(code, str) and isinstance(getattr(exc, "details", None), dict):
-        return status_of(code), ErrorBody(code, str(exc), exc.details)  # type: ignore[attr-defined]
+    if isinstance(exc, ApiError):
+        return exc.status_code, ErrorBody(exc.code, str(exc), exc.details)
+    if isinstance(exc, DomainError):
+        code = code_of(exc)
+        return status_of(code), ErrorBody(code, str(exc), exc.details)
     if isinstance(exc, SanicException) and exc.status_code in _SANIC_STATUS_CODES:
         code = _SANIC_STATUS_CODES[exc.status_code]
         return status_of(code), ErrorBody(code, str(exc) or "request rejected", {})
@@ -168,7 +174,10 @@ def _open_resources(app: Sanic) -> None:
     ctx.writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous, secure_delete=True)
     ctx.store = SqliteStore(ctx.db, ctx.writer)
     # One worker counts exactly in memory; several share counters through SQLite.
-    ctx.limiter = SqliteRateLimiter(settings.ratelimit_db) if settings.workers > 1 else MemoryRateLimiter()
+    window = settings.rate_window_seconds
+    ctx.limiter = (
+        SqliteRateLimiter(settings.ratelimit_db, window) if settings.workers > 1 else MemoryRateLimiter(window)
+    )
     ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
     ctx.accounts = AccountService(
         ctx.store,
@@ -178,16 +187,15 @@ def _open_resources(app: Sanic) -> None:
         settings.session_ttl_seconds,
         settings.rotation_grace_seconds,
     )
+    attestation_store = SqliteAttestationStore(ctx.db, ctx.writer)
+    ctx.pq_keys = PqKeyService(attestation_store, ctx.clock, secrets.challenge_key, settings.challenge_ttl_seconds)
     ctx.attestations = AttestationService(
-        SqliteAttestationStore(ctx.db, ctx.writer),
-        ctx.clock,
-        secrets.challenge_key,
-        settings.public_domain,
-        settings.challenge_ttl_seconds,
+        attestation_store, ctx.clock, settings.public_domain, settings.challenge_ttl_seconds
     )
     # Managed custody: without a usable backend the API still starts (CUS_004 on use).
     ctx.managed = open_managed_custody(settings, SqliteManagedKeyStore(ctx.db, ctx.writer), ctx.clock, ctx.executor)
-    ctx.managed.start_purge_loop(settings.purge_interval_seconds)
+    ctx.purge_loop = PurgeLoop(ctx.managed, settings.purge_interval_seconds)
+    ctx.purge_loop.start()
 
 
 async def _open_chain_access(app: Sanic) -> None:
@@ -224,7 +232,7 @@ def _close_resources(app: Sanic) -> None:
     ctx = app.ctx
     if hasattr(ctx, "executor"):
         ctx.executor.shutdown(wait=True)
-    for name in ("managed", "writer", "store", "limiter"):
+    for name in ("purge_loop", "managed", "writer", "store", "limiter"):
         if hasattr(ctx, name):
             getattr(ctx, name).close()
 

@@ -9,6 +9,7 @@ import enum
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from types import GenericAlias, UnionType
 from typing import Any
 
 from sanic import Blueprint, HTTPResponse, Request
@@ -26,6 +27,10 @@ class Credential(enum.Enum):
     ANY_KEY = "publishable or secret key"
 
 
+#: A msgspec type expression: a model, a union of models or ``list[Model]``.
+Model = type | UnionType | GenericAlias
+
+
 @dataclass(frozen=True, slots=True)
 class Endpoint:
     """Everything the service knows about one route."""
@@ -36,7 +41,7 @@ class Endpoint:
     credential: Credential
     rate_group: RateGroup
     body: type | None = None
-    response: type | None = None  # the ``data`` model; None for 204 or non-JSON
+    response: Model | None = None  # the ``data`` model; None for 204 or non-JSON
     status: int = 200
     errors: tuple[str, ...] = ()
     tag: str = "service"
@@ -57,12 +62,44 @@ class EndpointGroup:
         self.prefix = version_prefix + url_prefix
         self.endpoints: list[Endpoint] = []
 
-    def route(self, method: str, path: str, **declaration: Any) -> Callable[[Handler], Handler]:
-        """Register a handler; with ``body=Model`` it receives the decoded body
-        as its second argument."""
+    def route(
+        self,
+        method: str,
+        path: str,
+        *,
+        summary: str,
+        credential: Credential,
+        rate_group: RateGroup,
+        body: type | None = None,
+        response: Model | None = None,
+        status: int = 200,
+        errors: tuple[str, ...] = (),
+        tag: str = "service",
+        description: str = "",
+        content_type: str = "application/json",
+        enveloped: bool = True,
+        binary_alternative: str = "",
+    ) -> Callable[[Handler], Handler]:
+        """Register a handler under its declaration (the fields of ``Endpoint``); with
+        ``body=Model`` it receives the decoded body as its second argument."""
 
         def decorate(handler: Handler) -> Handler:
-            endpoint = Endpoint(method=method, path=self.prefix + path, **declaration)
+            endpoint = Endpoint(
+                method=method,
+                path=self.prefix + path,
+                summary=summary,
+                credential=credential,
+                rate_group=rate_group,
+                body=body,
+                response=response,
+                status=status,
+                errors=errors,
+                tag=tag,
+                description=description,
+                content_type=content_type,
+                enveloped=enveloped,
+                binary_alternative=binary_alternative,
+            )
             self.endpoints.append(endpoint)
             sanic_path = path.replace("{", "<").replace("}", ">")
 

@@ -1,12 +1,23 @@
-"""Every error code the API can return, with its HTTP status, in one table.
+"""Every error code the API can return, with its HTTP status, and the one table that
+maps domain exceptions to them.
 
-Domain packages raise their own exceptions carrying a ``code``; the API looks the
-status up here. ``docs/api.md`` is checked against this table by a test.
+Domain code raises ``core.errors.DomainError`` subclasses that name no code or status;
+``DOMAIN_ERRORS`` below says which code each class is answered with (the most specific
+class of an exception's MRO wins). ``ApiError`` is for what only HTTP knows: bodies,
+headers, content types, rate limits. ``docs/api.md`` is checked against ``ERROR_CODES``
+by a test, and a test checks every domain error class has a code.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from chains import errors as chain_errors
+from core.errors import DomainError
+from pqc import errors as pqc_errors
+from services import errors as service_errors
+from services.custody import errors as custody_errors
+from storage import errors as storage_errors
 
 #: code -> (HTTP status, meaning). The spec's codes first, then the ones we add.
 ERROR_CODES: dict[str, tuple[int, str]] = {
@@ -50,14 +61,72 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
 }
 
 
+#: Domain exception class -> error code. Lookup walks the exception's MRO, so a
+#: subclass listed here overrides its base (MalformedSignature is PQC_002, not PQC_004).
+DOMAIN_ERRORS: dict[type[DomainError], str] = {
+    pqc_errors.UnsupportedAlgorithm: "PQC_001",
+    pqc_errors.InvalidKeyFormat: "PQC_002",
+    pqc_errors.InvalidHex: "PQC_002",
+    pqc_errors.MalformedSignature: "PQC_002",
+    pqc_errors.InvalidSignature: "PQC_004",
+    pqc_errors.InvalidInput: "REQ_001",
+    chain_errors.InvalidAddress: "SCAN_001",
+    chain_errors.UnsupportedChain: "SCAN_002",
+    chain_errors.AddressNotFound: "SCAN_003",
+    chain_errors.ChainUnavailable: "SCAN_004",
+    storage_errors.DuplicateEmail: "ACC_001",
+    storage_errors.AccountNotFound: "ACC_004",
+    storage_errors.StorageError: "SRV_002",
+    service_errors.InvalidRequest: "REQ_001",
+    service_errors.NotFound: "REQ_005",
+    service_errors.Unauthenticated: "AUTH_001",
+    service_errors.CredentialRevoked: "AUTH_002",
+    service_errors.CredentialNotAllowed: "AUTH_003",
+    service_errors.InvalidLogin: "ACC_002",
+    service_errors.WeakPassword: "ACC_003",
+    service_errors.AlreadyRotated: "KEY_001",
+    service_errors.ChallengeInvalid: "PQC_005",
+    service_errors.KeyNotRegistered: "PQC_003",
+    service_errors.StatementInvalid: "ATT_001",
+    service_errors.StatementUsed: "ATT_002",
+    service_errors.InvalidCombination: "GEN_001",
+    service_errors.KeyGenerationFailed: "GEN_002",
+    custody_errors.PlanRequired: "CUS_001",
+    custody_errors.KeyPendingDeletion: "CUS_002",
+    custody_errors.AlgorithmNotManaged: "CUS_003",
+    custody_errors.CustodyError: "CUS_004",
+    custody_errors.KeyDestroyed: "CUS_005",
+    custody_errors.InvalidKeyState: "CUS_006",
+    custody_errors.CustodyIntegrityError: "CUS_007",
+}
+
+
+_CODE_BY_CLASS: dict[type, str] = {**DOMAIN_ERRORS}
+
+
+def code_for(cls: type[DomainError]) -> str:
+    """The error code a domain exception class is answered with: its own entry or its
+    nearest base's (``SRV_001`` for a class missing from ``DOMAIN_ERRORS``, which a test forbids)."""
+    for base in cls.__mro__:
+        code = _CODE_BY_CLASS.get(base)
+        if code is not None:
+            return code
+    return "SRV_001"
+
+
+def code_of(exc: DomainError) -> str:
+    """The error code a domain exception is answered with (``code_for`` of its class)."""
+    return code_for(type(exc))
+
+
 def status_of(code: str) -> int:
     """The HTTP status for an error code (500 for a code missing from the table)."""
     return ERROR_CODES.get(code, (500, ""))[0]
 
 
 class ApiError(Exception):
-    """An error answered with the spec's envelope; carries its code, HTTP status
-    and details. Free of Sanic so service code can raise it too."""
+    """An error only HTTP knows of (body, headers, content type, rate limit), answered
+    with the spec's envelope; carries its code, HTTP status and details."""
 
     def __init__(self, code: str, message: str, **details: Any) -> None:
         super().__init__(message)

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from api.endpoints import Credential, Endpoint
+from api.endpoints import Credential, Endpoint, Model
 from api.envelope import ErrorBody, Meta
 from api.errors import ERROR_CODES, status_of
 
@@ -106,7 +106,7 @@ def _links_of(endpoint: Endpoint) -> dict[str, Any]:
     return links
 
 
-def _operation(endpoint: Endpoint, schemas: dict[type, Any]) -> dict[str, Any]:
+def _operation(endpoint: Endpoint, schemas: dict[Model, Any]) -> dict[str, Any]:
     op: dict[str, Any] = {
         "summary": endpoint.summary,
         "operationId": _operation_id(endpoint.method, endpoint.path),

@@ -3,9 +3,11 @@ and per IP: in memory for a single worker, in a SQLite file shared by every
 worker process when there are several.
 
 Fixed one-minute windows aligned on the minute: ``X-RateLimit-Reset`` is the end
-of the current window. A request must fit both its (IP, credential) counter and
-its IP counter, each against the caller's plan limit, so clients behind one IP
-share that IP's allowance (spec, Limits rule 3).
+of the current window. The length comes from the ``rate_window_seconds`` setting
+(60 by default; tests pick their own), windows aligned on multiples of it. A request
+must fit both its (IP, credential) counter and its IP counter, each against the
+caller's plan limit, so clients behind one IP share that IP's allowance (spec,
+Limits rule 3).
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from pathlib import Path
 from typing import Protocol
 
 from storage.models import Plan
-from storage.sqlite import connect, write_transaction
+from storage.sqlite_db import connect, write_transaction
 
-WINDOW_SECONDS = 60
+#: The spec's limits are per minute.
+DEFAULT_WINDOW_SECONDS = 60
 
 
 class RateGroup(enum.StrEnum):
@@ -80,21 +83,32 @@ class RateLimiter(Protocol):
         """Release resources."""
 
 
-def _decision(counts: list[int], limit: int, start: int) -> Decision:
+def _window_start(now: float, window_seconds: int) -> int:
+    return int(now) - int(now) % window_seconds
+
+
+def _decision(counts: list[int], limit: int, end: int) -> Decision:
     worst = max(counts)
-    return Decision(allowed=worst <= limit, limit=limit, remaining=max(0, limit - worst), reset=start + WINDOW_SECONDS)
+    return Decision(allowed=worst <= limit, limit=limit, remaining=max(0, limit - worst), reset=end)
+
+
+def _checked_window(window_seconds: int) -> int:
+    if window_seconds < 1:
+        raise ValueError(f"window_seconds must be positive, got {window_seconds}")
+    return window_seconds
 
 
 class MemoryRateLimiter:
     """Exact counters in this process: right when one worker serves the API."""
 
-    def __init__(self) -> None:
+    def __init__(self, window_seconds: int = DEFAULT_WINDOW_SECONDS) -> None:
+        self._window = _checked_window(window_seconds)
         self._start = 0
         self._counts: dict[str, int] = {}
 
     def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
         """Count one request against every bucket and decide if it fits all of them."""
-        start = int(now) - int(now) % WINDOW_SECONDS
+        start = _window_start(now, self._window)
         if start != self._start:
             self._start, self._counts = start, {}
         counts = []
@@ -102,7 +116,7 @@ class MemoryRateLimiter:
             count = self._counts.get(bucket, 0) + 1
             self._counts[bucket] = count
             counts.append(count)
-        return _decision(counts, limit, start)
+        return _decision(counts, limit, start + self._window)
 
     def close(self) -> None:
         """Nothing to release."""
@@ -115,7 +129,8 @@ class SqliteRateLimiter:
     written with ``synchronous = OFF``.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, window_seconds: int = DEFAULT_WINDOW_SECONDS) -> None:
+        self._window = _checked_window(window_seconds)
         self._conn = connect(path, synchronous="OFF")
         self._conn.execute(
             "CREATE TABLE IF NOT EXISTS windows (bucket TEXT PRIMARY KEY, start INTEGER NOT NULL,"
@@ -125,7 +140,7 @@ class SqliteRateLimiter:
 
     def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
         """Count one request against every bucket and decide if it fits all of them."""
-        start = int(now) - int(now) % WINDOW_SECONDS
+        start = _window_start(now, self._window)
         counts = []
         with write_transaction(self._conn) as c:
             for bucket in buckets:
@@ -139,8 +154,8 @@ class SqliteRateLimiter:
                 counts.append(count)
             self._hits += 1
             if self._hits % 1000 == 0:
-                c.execute("DELETE FROM windows WHERE start < ?", (start - WINDOW_SECONDS,))
-        return _decision(counts, limit, start)
+                c.execute("DELETE FROM windows WHERE start < ?", (start - self._window,))
+        return _decision(counts, limit, start + self._window)
 
     def close(self) -> None:
         """Release the connection."""

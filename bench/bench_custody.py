@@ -43,13 +43,15 @@ from bench.report import Figure, print_figures
 from chains.environment import Environment
 from core.clock import SystemClock
 from services.accounts import Principal
-from services.custody import binding_for
+from services.custody.backend import binding_for
 from services.custody.lifecycle import ManagedCustodyService
-from services.custody.pkcs11 import SOFTHSM_MODULE, SoftHsmLayout, open_softhsm
+from services.custody.pkcs11 import SOFTHSM_MODULE
+from services.custody.softhsm import SoftHsmLayout, open_softhsm
 from storage.group_commit import GroupCommitWriter
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.models import Account, Plan
-from storage.sqlite import SqliteStore, open_database
+from storage.sqlite import SqliteStore
+from storage.sqlite_db import open_database
 
 ROUNDS = 5
 SECONDS = 1.5

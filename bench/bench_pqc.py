@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from coincurve import PrivateKey, PublicKey
 from cryptography.hazmat.primitives.asymmetric import mldsa
-from pqcrypto.sign import (  # type: ignore[import-untyped]
+from pqcrypto.sign import (  # type: ignore[import-untyped]  # ships no types
     ml_dsa_44,
     ml_dsa_65,
     ml_dsa_87,

@@ -8,7 +8,7 @@ directory with N watched Ethereum addresses (each holding a balance, so each is 
 and materializes one chain-day partition of the real pipeline: export the watch list,
 observe every address through the EVM client (batches of 500, 4 in flight), price, score
 with ``score_frame``, write the Parquet tables, run the three checks and publish N results
-to SQLite with ``scan_record``. In the same process it then times the raw round trip: the
+to SQLite with ``storage.scan_records``. In the same process it then times the raw round trip: the
 same JSON-RPC calls (``eth_blockNumber`` + 3 per address) as batched POSTs of 1,000 calls,
 4 in flight, decoded and not interpreted. Printed per N: both rates, their ratio, the time
 of each pipeline step, and the peak RSS with its growth over the process's baseline, which
@@ -104,12 +104,14 @@ def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> Non
     from pipelines.assets import RESCORING_ASSETS, risk_checks
     from pipelines.resources import (
         AnalyticsResource,
+        ClockResource,
         EndpointChainDataResource,
         OperationalStoreResource,
         StaticPriceResource,
     )
     from storage.models import Account, Plan
-    from storage.sqlite import SqliteStore, open_database, ts
+    from storage.sqlite import SqliteStore
+    from storage.sqlite_db import open_database, ts
 
     logging.getLogger("dagster").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="bench-rescore-") as tmp:
@@ -129,6 +131,7 @@ def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> Non
         conn.execute("COMMIT")
         conn.close()
         baseline = _rss_mb()
+        clock = ClockResource()
         config = root / "qday.toml"
         config.write_text(f'[chains.live.endpoints]\nethereum = {{ url = "{url}", chain_id = {chain_id} }}\n')
         resources = {
@@ -136,8 +139,9 @@ def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> Non
             "prices": StaticPriceResource(),
             "operational_store": OperationalStoreResource(database=str(root / "qday.sqlite"), synchronous="NORMAL"),
             "analytics": AnalyticsResource(root=str(root / "analytics")),
+            "clock": clock,
         }
-        key = f"ethereum|{datetime.now(UTC).date().isoformat()}"
+        key = f"ethereum|{clock.today().isoformat()}"
         print(f"  [N={count}] pipeline run…", flush=True)
         started = time.perf_counter()
         result = materialize([*RESCORING_ASSETS, *risk_checks], partition_key=key, resources=resources)

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import SplitResult, urlsplit, urlunsplit
 
 from chains.codecs.evm import EvmAddress
@@ -279,6 +279,15 @@ _SETTING_KEYS = frozenset(
 # --- loading ----------------------------------------------------------------------------
 
 
+class _RetryChanges(TypedDict, total=False):
+    """The ``RetrySettings`` fields a settings table sets (``retry_<field>`` keys)."""
+
+    attempts: int
+    base_delay: float
+    max_delay: float
+    budget: float
+
+
 def _number(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(f"{where} must be a number, got {value!r}")
@@ -296,14 +305,16 @@ def _apply_settings(
     retry, breaker, timeout = base.retry, base.breaker, base.timeout
     if "timeout" in settings:
         timeout = _number(settings["timeout"], f"{where}.timeout")
-    retry = replace(
-        retry,
-        **{
-            name: (int if name == "attempts" else float)(_number(settings[f"retry_{name}"], f"{where}.retry_{name}"))
-            for name in ("attempts", "base_delay", "max_delay", "budget")
-            if f"retry_{name}" in settings
-        },
-    )
+    changes: _RetryChanges = {}
+    if "retry_attempts" in settings:
+        changes["attempts"] = int(_number(settings["retry_attempts"], f"{where}.retry_attempts"))
+    if "retry_base_delay" in settings:
+        changes["base_delay"] = _number(settings["retry_base_delay"], f"{where}.retry_base_delay")
+    if "retry_max_delay" in settings:
+        changes["max_delay"] = _number(settings["retry_max_delay"], f"{where}.retry_max_delay")
+    if "retry_budget" in settings:
+        changes["budget"] = _number(settings["retry_budget"], f"{where}.retry_budget")
+    retry = replace(retry, **changes)
     if "breaker_failures" in settings:
         breaker = replace(breaker, failures=int(_number(settings["breaker_failures"], f"{where}.breaker_failures")))
     if "breaker_cooldown" in settings:

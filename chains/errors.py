@@ -1,49 +1,34 @@
-"""Errors raised by the chain layer, each carrying the scan endpoint's error code.
+"""Errors raised by the chain layer, domain errors (``core.errors.DomainError``).
 
-The API layer turns a ``ChainError`` into the spec's error envelope
-(``error.code`` = ``code``, ``error.message`` = ``str(exc)``, ``error.details`` = ``details``)
-without knowing which chain or codec raised it.
+The API maps each class to a scan error code (``api/errors.py``: SCAN_001 invalid address,
+SCAN_002 unsupported chain, SCAN_003 no activity, SCAN_004 chain data unavailable) and
+puts ``str(exc)`` and ``details`` in the envelope without knowing which chain or codec
+raised it.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from core.errors import DomainError
 
 
-class ChainError(Exception):
+class ChainError(DomainError):
     """Base of every error the chain layer reports to a caller."""
-
-    code: ClassVar[str]
-
-    def __init__(self, message: str, **details: object) -> None:
-        """Keep a human-readable reason and machine-readable details for the error envelope."""
-        super().__init__(message)
-        self.message = message
-        self.details: dict[str, object] = details
 
 
 class InvalidAddress(ChainError):
     """The address string is not a valid address for the requested (or any) chain."""
 
-    code = "SCAN_001"
-
 
 class UnsupportedChain(ChainError):
     """The chain identifier is not one of the 19 supported chains."""
-
-    code = "SCAN_002"
 
 
 class AddressNotFound(ChainError):
     """The address is valid but the chain has never seen it (no on-chain activity)."""
 
-    code = "SCAN_003"
-
 
 class ChainUnavailable(ChainError):
     """The chain's data source could not be reached or gave no usable answer."""
-
-    code = "SCAN_004"
 
 
 class MalformedChainData(ChainUnavailable):

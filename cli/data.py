@@ -14,10 +14,12 @@ import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-Settings = Any  # services.settings.Settings, imported lazily (keeps `qday --help` fast)
-SettingsLoader = Callable[[argparse.Namespace], Settings]
+if TYPE_CHECKING:  # imported lazily at run time: `qday --help` stays fast
+    from services.settings import Settings
+
+SettingsLoader = Callable[[argparse.Namespace], "Settings"]
 
 
 def add_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser, settings: SettingsLoader) -> None:
@@ -192,9 +194,10 @@ class Repl:
                     buffer = []
                     continue
             else:
-                line = next(iterator, None)
-                if line is None:
+                following = next(iterator, None)
+                if following is None:
                     break
+                line = following
             if not buffer and line.strip().startswith("."):
                 if not self.command(line):
                     return
@@ -264,15 +267,12 @@ async def import_watchlist(
     """Validate and add (line number, CSV row) pairs; returns (imported (line, address)
     pairs, already watched count, rejected (line, reason) pairs). ``watch`` is
     ``SqliteScanStore.watch`` (idempotent per account, environment, chain and address)."""
-    from chains.codecs.detect import parse_address
+    from api.errors import code_of
     from chains.environment import Environment
-    from chains.errors import ChainError
-    from chains.registry import parse_chain
-    from core.ids import new_id
-    from storage.models import WatchedAddress
+    from core.errors import DomainError
+    from services.scans import watch_entry
 
     env = Environment(environment)
-    network = env.network
     imported: list[tuple[int, str]] = []
     rejected: list[tuple[int, str]] = []
     existing = 0
@@ -281,23 +281,20 @@ async def import_watchlist(
         chain = (row.get("chain") or "").strip() or None
         label = (row.get("label") or "").strip() or None
         if None in row:  # csv.DictReader puts surplus fields under the None key
-            rejected.append((line, f"{len(row[None])} more field(s) than the header has"))  # type: ignore[arg-type]
+            surplus = row[None]  # type: ignore[index]  # csv.DictReader's surplus key is None, not a str
+            rejected.append((line, f"{len(surplus)} more field(s) than the header has"))
             continue
         if not address:
             rejected.append((line, "address is empty"))
             continue
-        if label is not None and len(label) > 200:
-            rejected.append((line, "label is longer than 200 characters"))
-            continue
         try:
-            target = parse_address(address, parse_chain(chain) if chain else None, network)
-        except ChainError as exc:
-            rejected.append((line, f"{exc.code}: {exc}"))
+            entry = watch_entry(account_id, env, address, chain, label, now())
+        except DomainError as exc:
+            rejected.append((line, f"{code_of(exc)}: {exc}"))
             continue
-        entry = WatchedAddress(new_id("wat"), account_id, env, target.chain.value, str(target), label, now())
         stored = await watch(entry)
         if stored.id == entry.id:
-            imported.append((line, f"{target.chain.value}:{target}"))
+            imported.append((line, f"{entry.chain}:{entry.address}"))
         else:
             existing += 1
     return imported, existing, rejected
@@ -307,7 +304,8 @@ def cmd_watch_import(args: argparse.Namespace, settings: Settings) -> int:
     """``qday watch import``: exit 0 when every row was imported (or already watched), 1 when
     some rows were rejected (the good ones are imported all the same), 2 on a usage error."""
     from storage.scans_sqlite import SqliteScanStore
-    from storage.sqlite import SqliteStore, open_database
+    from storage.sqlite import SqliteStore
+    from storage.sqlite_db import open_database
 
     try:
         text = args.file.read_text(encoding="utf-8-sig")

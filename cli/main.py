@@ -9,15 +9,18 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
-from services.settings import SettingsError, load_settings
+from core.clock import Clock, SystemClock
+from services.settings import Settings, SettingsError, load_settings
 from storage.errors import StorageError
 from storage.models import Plan
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, object]:
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     values = {
         "data_dir": args.data_dir,
         "host": getattr(args, "host", None),
@@ -27,7 +30,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def _settings(args: argparse.Namespace):
+def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(config_file=args.config, **_overrides(args))
 
 
@@ -41,7 +44,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_set_plan(args: argparse.Namespace) -> int:
-    from storage.sqlite import SqliteStore, open_database
+    from storage.sqlite import SqliteStore
+    from storage.sqlite_db import open_database
 
     settings = _settings(args)
     store = SqliteStore(open_database(settings.operational_db, settings.sqlite_synchronous))
@@ -53,9 +57,24 @@ def _cmd_set_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_purge_keys(args: argparse.Namespace) -> int:
-    from services.custody.lifecycle import purge_due_keys
+def purge_due_keys(settings: Settings, clock: Clock | None = None) -> list[str]:
+    """Destroy the managed keys whose waiting period is over, from outside the
+    server (``qday admin purge-keys``, a scheduler). The embedded backend keeps
+    nothing per key on the token, so this needs only the store."""
+    from services.custody.lifecycle import ManagedCustodyService
+    from storage.managed_keys_sqlite import SqliteManagedKeyStore
+    from storage.sqlite_db import open_database
 
+    conn = open_database(settings.operational_db, settings.sqlite_synchronous)
+    try:
+        store = SqliteManagedKeyStore(conn)
+        service = ManagedCustodyService(store, None, clock or SystemClock(), None, settings.deletion_wait_days)
+        return asyncio.run(service.purge_due(limit=100_000))
+    finally:
+        conn.close()
+
+
+def _cmd_purge_keys(args: argparse.Namespace) -> int:
     destroyed = purge_due_keys(_settings(args))
     print(
         f"destroyed {len(destroyed)} managed key(s) whose deletion date has passed"

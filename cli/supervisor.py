@@ -26,7 +26,10 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from services.settings import Settings
 
 REPO_DAGSTER_HOME = Path(__file__).resolve().parent.parent / "dagster_home"
 
@@ -102,7 +105,8 @@ class Child:
     next_start: float = 0.0
     pump: threading.Thread | None = None
 
-    def start(self, env: Mapping[str, str], out: TextIO, lock: threading.Lock) -> None:
+    def start(self, env: Mapping[str, str], out: TextIO, lock: threading.Lock) -> int:
+        """Start the program with its output pumped to ``out``; returns its pid."""
         self.starts.append(time.monotonic())
         self.process = subprocess.Popen(
             list(self.argv),
@@ -117,14 +121,15 @@ class Child:
         )
         self.pump = threading.Thread(target=_pump, args=(self.name, self.process.stdout, out, lock), daemon=True)
         self.pump.start()
+        return self.process.pid
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     def signal(self, sig: int) -> None:
-        if self.running():
+        if self.process is not None and self.process.poll() is None:
             try:
-                os.killpg(self.process.pid, sig)  # type: ignore[union-attr]
+                os.killpg(self.process.pid, sig)
             except ProcessLookupError:
                 pass
 
@@ -160,8 +165,8 @@ class Supervisor:
 
     def run(self, poll: float = 0.2) -> int:
         for child in self.children:
-            child.start(self.env, self.out, self._lock)
-            self.say(f"started {child.name} (pid {child.process.pid})")  # type: ignore[union-attr]
+            pid = child.start(self.env, self.out, self._lock)
+            self.say(f"started {child.name} (pid {pid})")
         while not self._stop.wait(poll):
             for child in self.children:
                 if child.running() or time.monotonic() < child.next_start:
@@ -181,8 +186,8 @@ class Supervisor:
                     child.next_start = now + delay
                     continue
                 child.next_start = 0.0
-                child.start(self.env, self.out, self._lock)
-                self.say(f"restarted {child.name} (pid {child.process.pid})")  # type: ignore[union-attr]
+                pid = child.start(self.env, self.out, self._lock)
+                self.say(f"restarted {child.name} (pid {pid})")
         self.stop_all()
         return 1 if self.failed else 0
 
@@ -211,7 +216,7 @@ class Supervisor:
         self.say("stopped")
 
 
-def stack_children(settings: Any, config: Path | None, dagster_home: Path, dagster_port: int) -> list[Child]:
+def stack_children(settings: Settings, config: Path | None, dagster_home: Path, dagster_port: int) -> list[Child]:
     """The three programs of ``qday up``."""
     api = [
         sys.executable,
@@ -238,7 +243,7 @@ def stack_children(settings: Any, config: Path | None, dagster_home: Path, dagst
     ]
 
 
-def stack_environment(settings: Any, config: Path | None, dagster_home: Path) -> dict[str, str]:
+def stack_environment(settings: Settings, config: Path | None, dagster_home: Path) -> dict[str, str]:
     """The children's environment: ours, plus where the data, settings and Dagster live."""
     env = dict(os.environ)
     env["DAGSTER_HOME"] = str(dagster_home)
@@ -249,7 +254,7 @@ def stack_environment(settings: Any, config: Path | None, dagster_home: Path) ->
     return env
 
 
-def run_stack(settings: Any, *, config: Path | None, dagster_port: int, restarts: int) -> int:
+def run_stack(settings: Settings, *, config: Path | None, dagster_port: int, restarts: int) -> int:
     """Run until Ctrl-C / SIGTERM (exit 0) or until a program keeps dying (exit 1)."""
     if dagster_port == settings.port:
         print("qday up: --dagster-port must differ from the API port", file=sys.stderr)

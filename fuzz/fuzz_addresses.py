@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import atheris
 
+from api.errors import code_of
+
 with atheris.instrument_imports(include=["chains.codecs", "chains.registry"]):
     from chains.codecs.bitcoin import SegwitAddress
     from chains.codecs.detect import detect_chains, parse_address
@@ -36,7 +38,7 @@ def check(chain: str | None, network: Network, text: str) -> None:
     except (InvalidAddress, UnsupportedChain) as exc:
         # The text is checked before the chain name, so an unknown chain may still be SCAN_001.
         known_chain = chain is None or chain in _CHAIN_NAMES
-        assert exc.code == "SCAN_001" or (exc.code == "SCAN_002" and not known_chain), (chain, exc)
+        assert code_of(exc) == "SCAN_001" or (code_of(exc) == "SCAN_002" and not known_chain), (chain, exc)
         return
     canonical = str(address)
     assert parse_address(canonical, address.chain, network) == address, (text, canonical)

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import atheris
 
+from api.errors import code_of
+
 with atheris.instrument_imports(include=["chains.bitcoin", "chains.codecs"]):
     from chains.bitcoin.exposure import script_exposure
     from chains.bitcoin.script import classify_script, iter_script
@@ -75,7 +77,7 @@ def test_one_input(data: bytes) -> None:
     try:
         _PARSERS[data[0] % len(_PARSERS)](data[1:])
     except MalformedChainData as exc:
-        assert exc.code == "SCAN_004", exc
+        assert code_of(exc) == "SCAN_004", exc
 
 
 def seeds() -> list[bytes]:

@@ -58,7 +58,7 @@ def check(model: type, content_type: str, body: bytes) -> None:
     """Decode ``body`` as ``model``; raise AssertionError unless the outcome is a documented one."""
     request = _Request(body, {"content-type": content_type} if content_type else {})
     try:
-        value = decode_body(request, model)  # type: ignore[arg-type]
+        value = decode_body(request, model)  # type: ignore[arg-type]  # a stand-in with the request's two attributes
     except ApiError as exc:
         assert exc.code in ("REQ_001", "REQ_002", "REQ_003"), exc.code
         assert exc.status_code == status_of(exc.code)

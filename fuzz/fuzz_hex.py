@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import atheris
 
+from api.errors import code_of
+
 with atheris.instrument_imports(include=["pqc"]):
     from pqc.errors import InvalidHex
     from pqc.hexcodec import decode_hex
@@ -24,7 +26,7 @@ def check(allow_empty: bool, text: str) -> None:
     try:
         value = decode_hex(text, field=_FIELD, allow_empty=allow_empty)
     except InvalidHex as exc:
-        assert exc.code == "PQC_002" and exc.details["field"] == _FIELD, exc.details
+        assert code_of(exc) == "PQC_002" and exc.details["field"] == _FIELD, exc.details
         return
     digits = text[2:] if text[:2] in ("0x", "0X") else text
     assert value.hex() == digits.lower(), (text, value)

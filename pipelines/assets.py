@@ -16,10 +16,16 @@ that day's (``observe_now``). A chain's outage (``ChainUnavailable``) is retried
 by Dagster a few times, then fails that chain's partition only. ``chain_readiness`` is
 partitioned by day alone. ``newly_watched_scores`` (not partitioned) scores addresses the
 sensor found, so they are served within a minute of being watched.
+
+Resources are injected clients (``pipelines.resources``): an asset opens the ones it needs
+with ``with resource.open() as client`` and the resource owns everything opened for it.
+Dates come from the partition key, and times from the injected ``clock`` resource, never
+from a hidden wall clock.
 """
 
 from collections import defaultdict
-from datetime import UTC, date, datetime, timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 import polars as pl
@@ -44,28 +50,34 @@ from pydantic import Field
 from chains.environment import Environment
 from chains.errors import ChainUnavailable
 from chains.registry import CHAINS, Chain
+from core.clock import Clock
 from pipelines.rescore import (
     DAILY,
     NEW,
     Batch,
     ObserveStats,
     export_watchlist,
-    fetch_prices,
-    observe_stream,
     price_rows,
-    publish,
     read_batches,
     records_for,
     risk_problems,
     risk_rows,
-    target_batches,
     watch_entries_frame,
     watchers_in_range,
 )
-from pipelines.resources import AnalyticsResource, ChainDataResource, OperationalStoreResource, PriceResource
-from pipelines.runner import LoopThread
+from pipelines.resources import (
+    AnalyticsResource,
+    ChainDataClient,
+    ChainDataResource,
+    ClockResource,
+    OperationalStore,
+    OperationalStoreResource,
+    PriceClient,
+    PriceResource,
+)
 from scoring import load_readiness
 from scoring.model import WEIGHT_PERCENT
+from scoring.readiness import ReadinessData
 from storage.analytics import TABLES, AnalyticsStore
 from storage.errors import StoreUnavailable
 from storage.models import WatchedAddress
@@ -87,10 +99,6 @@ def chain_day(key: str | MultiPartitionKey) -> tuple[Chain, date]:
         key = CHAIN_DAY.get_partition_key_from_str(key)
     dims = key.keys_by_dimension
     return Chain(dims["chain"]), date.fromisoformat(dims["date"])
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def observe_now(day: date, snapshot: Path, today: date) -> bool:
@@ -129,17 +137,21 @@ def _upstream_fault(context: AssetExecutionContext, retries: int, seconds: float
 
 @asset(partitions_def=CHAIN_DAY, group_name=RESCORING, kinds={"sqlite", "parquet"})
 def watched_addresses(
-    context: AssetExecutionContext, operational_store: OperationalStoreResource, analytics: AnalyticsResource
+    context: AssetExecutionContext,
+    operational_store: OperationalStoreResource,
+    analytics: AnalyticsResource,
+    clock: ClockResource,
 ) -> MaterializeResult:
     """Every tenant's watched addresses on the chain (both environments), exported from the
     operational store in (environment, address) order: the ``watchlist`` table."""
     chain, day = chain_day(context.partition_key)
     store = analytics.store()
     target = store.daily_file("watchlist", day, chain.value)
-    if not observe_now(day, target, _now().date()):
+    now = clock.now()
+    if not observe_now(day, target, now.date()):
         return _kept(context, target)
     with operational_store.open(writer=False) as op, store.writer("watchlist", target) as writer:
-        rows, distinct = export_watchlist(op.conn, chain, writer, Batch(day, DAILY, context.run.run_id), _now())
+        rows, distinct = export_watchlist(op.scans, chain, writer, Batch(day, DAILY, context.run.run_id), now)
     return MaterializeResult(
         metadata={"rows": rows, "distinct_addresses": distinct, "path": MetadataValue.path(str(target))}
     )
@@ -147,28 +159,22 @@ def watched_addresses(
 
 @asset(partitions_def=CHAIN_DAY, group_name=RESCORING, deps=[watched_addresses], kinds={"parquet"})
 def chain_observations(
-    context: AssetExecutionContext, chain_data: ChainDataResource, analytics: AnalyticsResource
+    context: AssetExecutionContext, chain_data: ChainDataResource, analytics: AnalyticsResource, clock: ClockResource
 ) -> MaterializeResult:
     """What the chain says about each watched address, fetched in batches of
     ``chain_data.batch_size`` through the chain's client: ``address_observations``."""
     chain, day = chain_day(context.partition_key)
     store = analytics.store()
     target = store.daily_file("address_observations", day, chain.value)
-    if not observe_now(day, target, _now().date()):
+    if not observe_now(day, target, clock.today()):
         return _kept(context, target)
     stats = ObserveStats()
     batch = Batch(day, DAILY, context.run.run_id)
+    watch = read_batches(store.daily_file("watchlist", day, chain.value), ["environment", "address"])
     try:
-        with LoopThread() as loop:
-            source = loop.run(_open(chain_data))
-            try:
-                with store.writer("address_observations", target) as writer:
-                    watch = store.daily_file("watchlist", day, chain.value)
-                    targets = target_batches(read_batches(watch, ["environment", "address"]), chain_data.batch_size)
-                    for frame in observe_stream(loop, source, chain, targets, batch, chain_data.concurrency, stats):
-                        writer.write(frame)
-            finally:
-                loop.run(source.aclose())
+        with chain_data.open() as source, store.writer("address_observations", target) as writer:
+            for frame in source.observe(chain, watch, batch, stats):
+                writer.write(frame)
     except ChainUnavailable as exc:
         raise _upstream_fault(
             context, chain_data.outage_retries, chain_data.outage_retry_seconds, exc, f"{chain} unavailable"
@@ -184,33 +190,25 @@ def chain_observations(
     )
 
 
-async def _open(resource: ChainDataResource | PriceResource):
-    return resource.open()
-
-
 @asset(partitions_def=CHAIN_DAY, group_name=RESCORING, deps=[watched_addresses], kinds={"parquet"})
 def native_prices(
-    context: AssetExecutionContext, prices: PriceResource, analytics: AnalyticsResource
+    context: AssetExecutionContext, prices: PriceResource, analytics: AnalyticsResource, clock: ClockResource
 ) -> MaterializeResult:
     """The USD price of the chain's native coin in each environment that has watched
     addresses on it (null when no source has a usable one): ``native_prices``."""
     chain, day = chain_day(context.partition_key)
     store = analytics.store()
     target = store.daily_file("native_prices", day, chain.value)
-    if not observe_now(day, target, _now().date()):
+    if not observe_now(day, target, clock.today()):
         return _kept(context, target)
     watch = store.daily_file("watchlist", day, chain.value)
     present = pl.scan_parquet(watch).select(pl.col("environment").unique()).collect()["environment"].to_list()
     environments = sorted(Environment(e) for e in present)
     found = {}
     if environments:  # nothing watched on this chain: no upstream call at all
-        with LoopThread() as loop:
-            source = loop.run(_open(prices))
-            try:
-                found = loop.run(fetch_prices(source, chain, environments))
-            finally:
-                loop.run(source.aclose())
-    frame = price_rows(chain, found, Batch(day, DAILY, context.run.run_id), _now())
+        with prices.open() as source:
+            found = source.native_prices(chain, environments)
+    frame = price_rows(chain, found, Batch(day, DAILY, context.run.run_id), clock.now())
     store.write_frame("native_prices", target, frame)
     return MaterializeResult(
         metadata={
@@ -226,14 +224,16 @@ def native_prices(
     deps=[chain_observations, native_prices],
     kinds={"polars", "parquet"},
 )
-def address_risk(context: AssetExecutionContext, analytics: AnalyticsResource) -> MaterializeResult:
+def address_risk(
+    context: AssetExecutionContext, analytics: AnalyticsResource, clock: ClockResource
+) -> MaterializeResult:
     """Each observation scored by ``scoring.score_frame`` (five factors, risk value and band,
     chain grade): this day's rows of ``address_risk``."""
     chain, day = chain_day(context.partition_key)
     store = analytics.store()
     readiness = load_readiness()
     prices = pl.read_parquet(store.daily_file("native_prices", day, chain.value))
-    scanned_at = _now()
+    scanned_at = clock.now()
     target = store.daily_file("address_risk", day, chain.value)
     with store.writer("address_risk", target) as writer:
         for frame in read_batches(store.daily_file("address_observations", day, chain.value)):
@@ -260,10 +260,9 @@ def published_scan_results(
     watch = store.daily_file("watchlist", day, chain.value)
     saved = skipped = 0
     try:
-        with LoopThread() as loop, operational_store.open() as op:
+        with operational_store.open() as op:
             for frame in read_batches(store.daily_file("address_risk", day, chain.value), chunk=PUBLISH_BATCH):
-                records = records_for(frame, watchers_in_range(watch, frame), readiness)
-                done, passed = loop.run(publish(op.scans, records))
+                done, passed = op.publish(records_for(frame, watchers_in_range(watch, frame), readiness))
                 saved, skipped = saved + done, skipped + passed
     except StoreUnavailable as exc:
         raise _upstream_fault(context, 3, 10.0, exc, "operational store unavailable") from exc
@@ -370,6 +369,20 @@ class NewWatchConfig(Config):
     created_after: str | None = Field(default=None, description="ISO time before the oldest entry (bounds the read).")
 
 
+@dataclass(frozen=True, slots=True)
+class NewScoring:
+    """What scoring newly watched entries needs: the run's open clients, its provenance
+    (``batch``: today's date, ``NEW``, the run id), the readiness data and the clock."""
+
+    chain_data: ChainDataClient
+    prices: PriceClient
+    operational: OperationalStore
+    analytics: AnalyticsStore
+    batch: Batch
+    readiness: ReadinessData
+    clock: Clock
+
+
 @asset(group_name="new_addresses", kinds={"parquet", "sqlite"})
 def newly_watched_scores(
     context: AssetExecutionContext,
@@ -378,47 +391,35 @@ def newly_watched_scores(
     chain_data: ChainDataResource,
     prices: PriceResource,
     analytics: AnalyticsResource,
+    clock: ClockResource,
 ) -> MaterializeResult:
     """Scores addresses added to watch lists since the sensor's last tick, publishes them,
     and adds them to today's analytics rows (``new-<run>.parquet`` files) until the next
     daily run covers them. A chain that is down does not stop the others."""
     wanted = set(config.watch_ids)
     after = datetime.fromisoformat(config.created_after) if config.created_after else None
-    day = _now().date()
-    batch = Batch(day, NEW, context.run.run_id)
-    store = analytics.store()
-    readiness = load_readiness()
     failed: dict[str, str] = {}
     published = 0
-    with operational_store.open() as op, LoopThread() as loop:
-        entries = [e for e in op.scans.all_watched(created_after=after) if e.id in wanted]
+    with operational_store.open() as op, chain_data.open() as source, prices.open() as price_source:
+        entries = [e for e in op.watched(created_after=after) if e.id in wanted]
         by_chain: dict[Chain, list[WatchedAddress]] = defaultdict(list)
         for entry in entries:
             by_chain[Chain(entry.chain)].append(entry)
-        source = loop.run(_open(chain_data))
-        price_source = loop.run(_open(prices))
-        try:
-            for chain, group in by_chain.items():
-                try:
-                    published += _score_new(
-                        loop,
-                        source,
-                        price_source,
-                        store,
-                        op,
-                        chain,
-                        group,
-                        batch,
-                        chain_data,
-                        readiness,
-                        context.run.run_id,
-                    )
-                except ChainUnavailable as exc:
-                    failed[chain.value] = str(exc)
-                    context.log.warning(f"{chain} unavailable: {exc}")
-        finally:
-            loop.run(source.aclose())
-            loop.run(price_source.aclose())
+        run = NewScoring(
+            chain_data=source,
+            prices=price_source,
+            operational=op,
+            analytics=analytics.store(),
+            batch=Batch(clock.today(), NEW, context.run.run_id),
+            readiness=load_readiness(),
+            clock=clock,
+        )
+        for chain, group in by_chain.items():
+            try:
+                published += _score_new(run, chain, group)
+            except ChainUnavailable as exc:
+                failed[chain.value] = str(exc)
+                context.log.warning(f"{chain} unavailable: {exc}")
     if failed:
         raise _upstream_fault(
             context,
@@ -437,39 +438,24 @@ def newly_watched_scores(
     )
 
 
-def _score_new(
-    loop: LoopThread,
-    source,
-    price_source,
-    store: AnalyticsStore,
-    op,
-    chain: Chain,
-    entries: list[WatchedAddress],
-    batch: Batch,
-    chain_data: ChainDataResource,
-    readiness,
-    run_id: str,
-) -> int:
-    now = _now()
+def _score_new(run: NewScoring, chain: Chain, entries: list[WatchedAddress]) -> int:
+    """Observe, price, score, land and publish one chain's new entries; the count published."""
+    batch, store = run.batch, run.analytics
+    now = run.clock.now()
     watch = watch_entries_frame(entries, batch, now)
-    stats = ObserveStats()
-    frames = list(
-        observe_stream(
-            loop, source, chain, target_batches([watch], chain_data.batch_size), batch, chain_data.concurrency, stats
-        )
-    )
+    frames = list(run.chain_data.observe(chain, [watch], batch, ObserveStats()))
     observations = pl.concat(frames) if frames else TABLES["address_observations"].schema.to_frame()
     environments = sorted({e.environment for e in entries})
-    price_frame = price_rows(chain, loop.run(fetch_prices(price_source, chain, environments)), batch, now)
-    risk = risk_rows(observations, price_frame, readiness, _now())
+    price_frame = price_rows(chain, run.prices.native_prices(chain, environments), batch, now)
+    risk = risk_rows(observations, price_frame, run.readiness, run.clock.now())
     for table, frame in (
         ("watchlist", watch),
         ("address_observations", observations),
         ("native_prices", price_frame),
         ("address_risk", risk),
     ):
-        store.write_frame(table, store.new_file(table, batch.scan_date, chain.value, run_id), frame)
-    saved, _ = loop.run(publish(op.scans, records_for(risk, watch, readiness)))
+        store.write_frame(table, store.new_file(table, batch.scan_date, chain.value, batch.run_id), frame)
+    saved, _ = run.operational.publish(records_for(risk, watch, run.readiness))
     return saved
 
 

@@ -15,7 +15,7 @@ multiprocess, and nothing forks after Polars has run).
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from dagster import (
     AssetSelection,
@@ -38,7 +38,7 @@ from pipelines.assets import (
     chain_readiness,
     newly_watched_scores,
 )
-from pipelines.resources import OperationalStoreResource
+from pipelines.resources import ClockResource, OperationalStoreResource
 from storage.models import WatchedAddress
 
 rescore_job = define_asset_job(
@@ -132,11 +132,13 @@ def _run_key(ids: list[str]) -> str:
     name="new_watched_sensor",
     description="Scores addresses added to any watch list since the last tick.",
 )
-def new_watched_sensor(context: SensorEvaluationContext, operational_store: OperationalStoreResource):
+def new_watched_sensor(
+    context: SensorEvaluationContext, operational_store: OperationalStoreResource, clock: ClockResource
+):
     cursor = WatchCursor.parse(context.cursor)
-    now = datetime.now(UTC)
+    now = clock.now()
     with operational_store.open(writer=False) as op:
-        candidates = op.scans.all_watched(created_after=cursor.read_from(now))
+        candidates = op.watched(created_after=cursor.read_from(now))
     fresh = [e for e in candidates if e.id not in cursor.seen]
     next_cursor = cursor.advance(fresh) if cursor.after is not None or fresh else WatchCursor(now, frozenset())
     if not fresh:
@@ -144,12 +146,13 @@ def new_watched_sensor(context: SensorEvaluationContext, operational_store: Oper
     requests = []
     if len(fresh) > BURST:
         today = now.date().isoformat()
+        burst = (next_cursor.after or now).isoformat()  # advanced past the fresh entries, so set
         for chain in sorted({e.chain for e in fresh}):
             requests.append(
                 RunRequest(
                     job_name=rescore_job.name,
                     partition_key=f"{chain}|{today}",
-                    run_key=f"burst-{chain}-{next_cursor.after.isoformat()}",
+                    run_key=f"burst-{chain}-{burst}",
                 )
             )
     else:

@@ -2,8 +2,9 @@
 
 ``build_definitions`` wires the assets, checks, jobs, schedules and sensor to resources
 built from the qday settings (``QDAY_*`` variables and ``QDAY_CONFIG``, as for the API):
-the operational SQLite file and the analytics folder of ``data_dir``, and the chain
-endpoints of the ``[chains]`` table. Tests pass other resources (snapshots, fixed prices).
+the operational SQLite file and the analytics folder of ``data_dir``, the chain
+endpoints of the ``[chains]`` table, and the wall clock. Tests pass other resources
+(snapshots, fixed prices, a stopped clock).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pipelines.automation import (
 from pipelines.resources import (
     AnalyticsResource,
     ChainDataResource,
+    ClockResource,
     EndpointChainDataResource,
     OperationalStoreResource,
     OraclePriceResource,
@@ -52,6 +54,7 @@ def build_definitions(
             database=str(settings.operational_db.resolve()), synchronous=settings.sqlite_synchronous
         ),
         "analytics": AnalyticsResource(root=str(analytics_dir(settings))),
+        "clock": ClockResource(),
     }
     return Definitions(
         assets=ALL_ASSETS,

@@ -1,20 +1,21 @@
 """Rescoring, free of Dagster: watch list → observations → prices → risk → published results.
 
-Every step streams: it reads its input in batches (SQLite cursor, Parquet batches) and
-writes through ``ParquetFileWriter``, so memory depends on the batch size, not on how many
-addresses are watched. Rows are kept in (environment, address) order from the watch-list
-export on, which lets the publish step find an address's watchers with a range read.
+Every step streams: it reads its input in batches (the store's watch-list export, Parquet
+batches) and writes through ``ParquetFileWriter``, so memory depends on the batch size, not
+on how many addresses are watched. Rows are kept in (environment, address) order from the
+watch-list export on, which lets the publish step find an address's watchers with a range
+read. Nothing here runs SQL: the operational store is reached through ``storage``.
 
-The publish step builds each stored result with ``scoring.records.scan_record`` from
-``scoring.result.wallet_risk``: exactly what the scan endpoint stores for the same
-observation and price. Addresses the chain has never seen are scored for the analytics
-tables but not published (the scan endpoint answers SCAN_003 for them).
+The publish step builds each stored result with ``scoring.records.scored_scan`` from
+``scoring.result.wallet_risk`` (``storage.scan_records`` makes it one record per tenant):
+exactly what the scan endpoint stores for the same observation and price. Addresses the
+chain has never seen are scored for the analytics tables but not published (the scan
+endpoint answers SCAN_003 for them).
 """
 
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -31,14 +32,15 @@ from chains.observation import AccountType, Exposure, Observation
 from chains.registry import CHAINS, Chain
 from pipelines.runner import LoopThread, ordered
 from pipelines.sources import ChainData, PriceData
-from scoring import observations_to_frame, score_frame, wallet_risk
-from scoring.model import WEIGHT_PERCENT
+from scoring import observations_to_frame, score_frame, wallet_risk, weighted_risk_value
 from scoring.readiness import ReadinessData
-from scoring.records import scan_record
+from scoring.records import scored_scan
 from scoring.risk import SCORE_COLUMN
 from storage.analytics import TABLES, ParquetFileWriter, conform
 from storage.models import ScanResult, WatchedAddress
-from storage.scans_sqlite import SqliteScanStore
+from storage.repository import ScanStore
+from storage.scan_records import scan_result
+from storage.scans_sqlite import WATCH_EXPORT_COLUMNS
 
 DAILY = "daily"
 NEW = "new"
@@ -63,19 +65,7 @@ class Batch:
 
 # --- watch list -------------------------------------------------------------------------
 
-_WATCH_SQL = (
-    "SELECT id, account_id, environment, chain, address, label, created_at FROM watchlist"
-    " WHERE chain = ? ORDER BY environment, address, account_id"
-)
-_WATCH_SCHEMA = {
-    "watch_id": pl.String(),
-    "account_id": pl.String(),
-    "environment": pl.String(),
-    "chain": pl.String(),
-    "address": pl.String(),
-    "label": pl.String(),
-    "created_at": pl.String(),
-}
+_WATCH_SCHEMA = {name: pl.String() for name in WATCH_EXPORT_COLUMNS}  # rows as the store exports them
 
 
 def _watch_frame(rows: Sequence[tuple], batch: Batch, exported_at: datetime) -> pl.DataFrame:
@@ -87,7 +77,7 @@ def _watch_frame(rows: Sequence[tuple], batch: Batch, exported_at: datetime) -> 
 
 
 def export_watchlist(
-    conn: sqlite3.Connection,
+    scans: ScanStore,
     chain: Chain,
     writer: ParquetFileWriter,
     batch: Batch,
@@ -98,17 +88,18 @@ def export_watchlist(
     ``writer``, ordered by (environment, address, account); returns the row count and
     the number of distinct (environment, address) pairs.
 
-    One read statement, so the export is a consistent snapshot of the watch list."""
-    cursor = conn.execute(_WATCH_SQL, (chain.value,))
+    The store reads it as one statement, so the export is a consistent snapshot of the
+    watch list."""
     distinct, previous = 0, None
+    rows_of = scans.export_watchlist(chain.value, chunk)
     try:
-        while rows := cursor.fetchmany(chunk):
+        for rows in rows_of:
             for row in rows:
                 if (row[2], row[4]) != previous:
                     distinct, previous = distinct + 1, (row[2], row[4])
             writer.write(_watch_frame(rows, batch, exported_at))
     finally:
-        cursor.close()
+        rows_of.close()  # ends the read statement now, even when a write failed
     return writer.rows, distinct
 
 
@@ -155,11 +146,11 @@ def target_batches(frames: Iterable[pl.DataFrame], batch_size: int) -> Iterator[
                 continue  # one address watched by several tenants is observed once
             previous = (env, address)
             if env != environment or len(pending) >= batch_size:
-                if pending:
+                if pending and environment is not None:  # set together with the first address
                     yield TargetBatch(Environment(environment), tuple(pending))
                 environment, pending = env, []
             pending.append(address)
-    if pending:
+    if pending and environment is not None:
         yield TargetBatch(Environment(environment), tuple(pending))
 
 
@@ -313,12 +304,14 @@ def risk_rows(
 
 def risk_problems(frame: pl.DataFrame) -> dict[str, int]:
     """Counts of rows breaking the scorer's invariants (every count 0 when healthy):
-    null scores, and risk values that do not equal the weighted factor scores."""
+    null scores, and risk values that do not equal the weighted factor scores (as
+    ``scoring.weighted_risk_value`` computes them; rows missing a score are counted by
+    the first check only)."""
     score_columns = [*SCORE_COLUMN.values(), "risk_value", "risk_score", "chain_grade"]
-    weighted = sum(pl.col(SCORE_COLUMN[f]).cast(pl.Int32) * pct for f, pct in WEIGHT_PERCENT.items())
+    all_scores = pl.all_horizontal(pl.col(c).is_not_null() for c in SCORE_COLUMN.values())
     counts = frame.select(
         null_scores=pl.any_horizontal(pl.col(c).is_null() for c in score_columns).sum(),
-        risk_value_mismatch=((weighted + 50) // 100 != pl.col("risk_value").cast(pl.Int32)).fill_null(False).sum(),
+        risk_value_mismatch=((weighted_risk_value() != pl.col("risk_value")) & all_scores).fill_null(False).sum(),
     )
     return {name: int(value) for name, value in counts.row(0, named=True).items()}
 
@@ -327,7 +320,7 @@ def risk_problems(frame: pl.DataFrame) -> dict[str, int]:
 
 
 def observation_from_row(row: dict) -> Observation:
-    """Rebuild the ``Observation`` of one risk row (for ``scan_record``)."""
+    """Rebuild the ``Observation`` of one risk row (for ``scored_scan``)."""
     return Observation(
         chain=row["chain"],
         address=row["address"],
@@ -361,28 +354,25 @@ def records_for(risk: pl.DataFrame, watchers: pl.DataFrame, readiness: Readiness
     by_target: dict[tuple[str, str], list[str]] = {}
     for env, address, account in watchers.select("environment", "address", "account_id").iter_rows():
         by_target.setdefault((env, address), []).append(account)
-    records = []
+    records: list[ScanResult] = []
     for row in scorer_row_types(risk.filter(pl.col("has_activity"))).iter_rows(named=True):
         accounts = sorted(set(by_target.get((row["environment"], row["address"]), ())))
         if not accounts:
             continue  # unwatched since the export
-        observation = observation_from_row(row)
-        result = wallet_risk(row, readiness)
+        scan = scored_scan(observation_from_row(row), wallet_risk(row, readiness), row["scanned_at"])
         environment = Environment(row["environment"])
-        records.extend(
-            scan_record(observation, result, account, environment, row["scanned_at"], SOURCE) for account in accounts
-        )
+        records.extend(scan_result(scan, account, environment, SOURCE) for account in accounts)
     return records
 
 
-def fresher_elsewhere(store: SqliteScanStore, record: ScanResult) -> bool:
+def fresher_elsewhere(store: ScanStore, record: ScanResult) -> bool:
     """True when the stored result was computed from newer chain data (e.g. an API
     refresh after this run observed the address): publishing would move it back."""
     stored = store.latest_result(record.account_id, record.environment, record.chain, record.address)
     return stored is not None and stored.data_as_of > record.data_as_of
 
 
-async def publish(store: SqliteScanStore, records: list[ScanResult]) -> tuple[int, int]:
+async def publish(store: ScanStore, records: list[ScanResult]) -> tuple[int, int]:
     """Save ``records`` in one group commit, skipping those a fresher result supersedes;
     returns (saved, skipped)."""
     keep = [r for r in records if not fresher_elsewhere(store, r)]

@@ -1,24 +1,38 @@
-"""Dagster resources: chain data, prices, the operational store and the analytics folder.
+"""Dagster resources: chain data, prices, the operational store, the analytics folder and
+the clock, each injected into the assets that declare it.
 
-Chain data and prices each have an abstract resource with a real implementation (built
-from the qday settings file, the same ``[chains]`` configuration the API reads) and a
-replay one for tests; assets declare the abstract type, so a test swaps implementations
-by passing another resource to ``materialize``.
+Chain data, prices and the clock each have an abstract resource with a real implementation
+(chain data and prices built from the qday settings file, the same ``[chains]`` configuration
+the API reads; the wall clock) and a replay one for tests (a recorded snapshot, a static
+price file, a stopped clock); assets declare the abstract type, so a test swaps
+implementations by passing another resource to ``materialize``.
+
+A resource owns the life of what it opens: ``open()`` is a context manager that yields an
+open client (its async source running on the client's own event-loop thread, or the scan
+store with its group-commit writer) and closes everything on exit, so an asset only calls
+the client. Each ``with`` is one connection, as long as the asset step that opens it: a
+step Dagster retries after an outage starts with fresh clients.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
+import polars as pl
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from chains.clients.prices import StaticPrices
+from chains.clients.prices import Price, StaticPrices
 from chains.endpoints import ChainEndpoints
+from chains.environment import Environment
+from chains.registry import Chain
+from core.clock import SystemClock
+from pipelines.rescore import Batch, ObserveStats, fetch_prices, observe_stream, publish, target_batches
+from pipelines.runner import LoopThread
 from pipelines.sources import (
     ChainData,
     ClientChainData,
@@ -28,15 +42,60 @@ from pipelines.sources import (
     StaticPriceData,
 )
 from storage.analytics import AnalyticsStore
-from storage.group_commit import GroupCommitWriter
-from storage.scans_sqlite import SqliteScanStore
-from storage.sqlite import open_database
+from storage.models import ScanResult, WatchedAddress
+from storage.scans_sqlite import SqliteScanStore, open_scan_store
 
 
 def _endpoints(config_file: str | None) -> ChainEndpoints:
     from services.settings import load_settings  # the one place settings (file + QDAY_* variables) are read
 
     return load_settings(config_file=Path(config_file) if config_file else None).chains
+
+
+class _Closable(Protocol):
+    async def aclose(self) -> None: ...
+
+
+S = TypeVar("S", bound=_Closable)
+T = TypeVar("T")
+
+
+@contextmanager
+def _on_own_loop(make: Callable[[], S]) -> Iterator[tuple[LoopThread, S]]:
+    """An event-loop thread and a source built on it (its HTTP clients belong to that
+    loop); the source is closed, then the loop stopped, on exit."""
+
+    async def build() -> S:
+        return make()
+
+    with LoopThread() as loop:
+        source = loop.run(build())
+        try:
+            yield loop, source
+        finally:
+            loop.run(source.aclose())
+
+
+# --- chain data -------------------------------------------------------------------------
+
+
+class ChainDataClient:
+    """An open source of chain observations (from ``ChainDataResource.open``)."""
+
+    def __init__(self, loop: LoopThread, source: ChainData, batch_size: int, concurrency: int) -> None:
+        self._loop = loop
+        self._source = source
+        self.batch_size = batch_size
+        self.concurrency = concurrency
+
+    def observe(
+        self, chain: Chain, watch: Iterable[pl.DataFrame], batch: Batch, stats: ObserveStats
+    ) -> Iterator[pl.DataFrame]:
+        """Observation rows of the distinct (environment, address) pairs of watch-list frames
+        sorted by them: ``batch_size`` addresses per call, ``concurrency`` calls in flight,
+        rows in watch-list order (``pipelines.rescore.observe_stream``)."""
+        targets = target_batches(watch, self.batch_size)
+        return observe_stream(self._loop, self._source, chain, targets, batch, self.concurrency, stats)
 
 
 class ChainDataResource(ConfigurableResource):
@@ -47,9 +106,15 @@ class ChainDataResource(ConfigurableResource):
     outage_retries: int = Field(default=2, description="Dagster retries of a step after ChainUnavailable.")
     outage_retry_seconds: float = Field(default=120.0, description="Wait before each such retry.")
 
-    def open(self) -> ChainData:
-        """A connected source; call on the run's event loop, ``aclose`` it afterwards."""
+    def source(self) -> ChainData:
+        """A new source (called on the client's event loop); implemented by each kind."""
         raise NotImplementedError
+
+    @contextmanager
+    def open(self) -> Iterator[ChainDataClient]:
+        """An open client, closed (connections released, loop stopped) on exit."""
+        with _on_own_loop(self.source) as (loop, source):
+            yield ChainDataClient(loop, source, self.batch_size, self.concurrency)
 
 
 class EndpointChainDataResource(ChainDataResource):
@@ -61,7 +126,7 @@ class EndpointChainDataResource(ChainDataResource):
         "QDAY_CONFIG and QDAY_<CHAIN>_* variables apply as for the API.",
     )
 
-    def open(self) -> ChainData:
+    def source(self) -> ChainData:
         return ClientChainData(_endpoints(self.config_file))
 
 
@@ -71,16 +136,37 @@ class SnapshotChainDataResource(ChainDataResource):
     snapshot_file: str
     unavailable_chains: list[str] = Field(default_factory=list, description="Chains that fail as if down.")
 
-    def open(self) -> ChainData:
+    def source(self) -> ChainData:
         return SnapshotChainData.from_file(Path(self.snapshot_file), self.unavailable_chains)
+
+
+# --- prices -----------------------------------------------------------------------------
+
+
+class PriceClient:
+    """An open source of native-coin USD prices (from ``PriceResource.open``)."""
+
+    def __init__(self, loop: LoopThread, source: PriceData) -> None:
+        self._loop = loop
+        self._source = source
+
+    def native_prices(self, chain: Chain, environments: Iterable[Environment]) -> dict[Environment, Price | None]:
+        """The chain's native-coin price in each environment (None when unknown)."""
+        return self._loop.run(fetch_prices(self._source, chain, environments))
 
 
 class PriceResource(ConfigurableResource):
     """Abstract source of native-coin USD prices."""
 
-    def open(self) -> PriceData:
-        """A connected source; call on the run's event loop, ``aclose`` it afterwards."""
+    def source(self) -> PriceData:
+        """A new source (called on the client's event loop); implemented by each kind."""
         raise NotImplementedError
+
+    @contextmanager
+    def open(self) -> Iterator[PriceClient]:
+        """An open client, closed (connections released, loop stopped) on exit."""
+        with _on_own_loop(self.source) as (loop, source):
+            yield PriceClient(loop, source)
 
 
 class OraclePriceResource(PriceResource):
@@ -88,7 +174,7 @@ class OraclePriceResource(PriceResource):
 
     config_file: str | None = None
 
-    def open(self) -> PriceData:
+    def source(self) -> PriceData:
         return OraclePriceData(_endpoints(self.config_file))
 
 
@@ -97,17 +183,36 @@ class StaticPriceResource(PriceResource):
 
     prices_file: str | None = None
 
-    def open(self) -> PriceData:
+    def source(self) -> PriceData:
         static = StaticPrices.from_file(self.prices_file) if self.prices_file else StaticPrices.from_file()
         return StaticPriceData(static)
 
 
-@dataclass
-class OperationalStore:
-    """An open connection to the operational SQLite file and its scan store."""
+# --- operational store ------------------------------------------------------------------
 
-    conn: sqlite3.Connection
-    scans: SqliteScanStore
+
+class OperationalStore:
+    """An open scan store on the operational SQLite file (from
+    ``OperationalStoreResource.open``); its async writes run on the client's own loop."""
+
+    def __init__(self, scans: SqliteScanStore, loop: LoopThread | None) -> None:
+        self.scans = scans
+        self._loop = loop
+
+    def watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
+        """Every tenant's watched addresses, optionally only those added after a time."""
+        return self.scans.all_watched(created_after=created_after)
+
+    def publish(self, records: list[ScanResult]) -> tuple[int, int]:
+        """Save ``records`` in one group commit, skipping those a fresher stored result
+        supersedes (``pipelines.rescore.publish``); returns (saved, skipped)."""
+        return self._run(publish(self.scans, records))
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self._loop is None:
+            coro.close()
+            raise RuntimeError("this operational store was opened read-only (writer=False)")
+        return self._loop.run(coro)
 
 
 class OperationalStoreResource(ConfigurableResource):
@@ -119,17 +224,17 @@ class OperationalStoreResource(ConfigurableResource):
     @contextmanager
     def open(self, writer: bool = True) -> Iterator[OperationalStore]:
         """A connection (migrations applied) and a scan store whose ``save_results`` goes
-        through its own group-commit writer (``writer=False`` for read-only use); both
-        closed on exit."""
-        path = Path(self.database)
-        conn = open_database(path, self.synchronous)
-        group = GroupCommitWriter(path, self.synchronous) if writer else None
-        try:
-            yield OperationalStore(conn, SqliteScanStore(conn, group))
-        finally:
-            if group is not None:
-                group.close()
-            conn.close()
+        through its own group-commit writer, driven from the client's event-loop thread
+        (``writer=False`` for read-only use: neither); all closed on exit."""
+        with open_scan_store(Path(self.database), self.synchronous, writer=writer) as scans:
+            if not writer:
+                yield OperationalStore(scans, None)
+                return
+            with LoopThread() as loop:
+                yield OperationalStore(scans, loop)
+
+
+# --- analytics folder -------------------------------------------------------------------
 
 
 class AnalyticsResource(ConfigurableResource):
@@ -141,3 +246,32 @@ class AnalyticsResource(ConfigurableResource):
         store = AnalyticsStore(Path(self.root))
         store.ensure_layout()
         return store
+
+
+# --- clock ------------------------------------------------------------------------------
+
+
+class ClockResource(ConfigurableResource):
+    """The time of a run (UTC): the wall clock. It stamps ``exported_at``, ``fetched_at``
+    and ``scanned_at``, tells which day is today (only today's partition is observed), and
+    dates the sensor's runs. A ``core.clock.Clock``."""
+
+    def now(self) -> datetime:
+        """The current time, timezone-aware UTC."""
+        return SystemClock().now()
+
+    def today(self) -> date:
+        """The current UTC date."""
+        return self.now().date()
+
+
+class FixedClockResource(ClockResource):
+    """A stopped clock (tests, replays): every run sees the same time and the same date."""
+
+    at: str = Field(description="ISO 8601 time with its UTC offset, e.g. 2026-11-22T02:00:00+00:00.")
+
+    def now(self) -> datetime:
+        found = datetime.fromisoformat(self.at)
+        if found.tzinfo is None:
+            raise ValueError(f"FixedClockResource.at needs a UTC offset: {self.at!r}")
+        return found.astimezone(UTC)

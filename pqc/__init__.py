@@ -11,6 +11,7 @@ from pqc.errors import (
     PqcError,
     UnsupportedAlgorithm,
 )
+from pqc.hashes import hash160
 from pqc.hexcodec import decode_hex
 from pqc.mldsa import PreHash
 from pqc.secp256k1 import (
@@ -18,7 +19,6 @@ from pqc.secp256k1 import (
     RecoverableSignature,
     SignatureLayout,
     evm_address,
-    hash160,
     parse_public_key,
     parse_recoverable_signature,
     recover_public_key,

@@ -1,10 +1,10 @@
-"""Exceptions raised by ``pqc``; each carries the spec error code the API answers with.
+"""Exceptions raised by ``pqc``, domain errors (``core.errors.DomainError``).
 
-The API layer maps ``code`` to an HTTP status (``api/errors.py``); ``details`` is a
-small JSON-safe dict for the error envelope. No exception message or detail ever
-contains key material, only lengths, field names and reasons.
+The API maps each class to the spec code below (``api/errors.py``, one table);
+``details`` is a small JSON-safe dict for the error envelope. No exception message or
+detail ever contains key material, only lengths, field names and reasons.
 
-| class                 | code     | raised for                                                   |
+| class                 | API code | raised for                                                   |
 |-----------------------|----------|--------------------------------------------------------------|
 | UnsupportedAlgorithm  | PQC_001  | unknown algorithm name, or an operation the algorithm lacks  |
 | InvalidKeyFormat      | PQC_002  | wrong-length or unparsable key, seed or claimed signer       |
@@ -18,51 +18,32 @@ contains key material, only lengths, field names and reasons.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from core.errors import DomainError
 
 
-class PqcError(Exception):
-    """Base of every ``pqc`` error: a message, a spec ``code`` and JSON-safe ``details``."""
-
-    code: ClassVar[str]
-
-    def __init__(self, message: str, **details: object) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details: dict[str, object] = details
+class PqcError(DomainError):
+    """Base of every ``pqc`` error: a message and JSON-safe ``details``."""
 
 
 class UnsupportedAlgorithm(PqcError):
     """The algorithm is unknown, or it does not offer the requested operation."""
 
-    code = "PQC_001"
-
 
 class InvalidKeyFormat(PqcError):
     """A key, seed or claimed signer identity has the wrong length or cannot be parsed."""
-
-    code = "PQC_002"
 
 
 class InvalidHex(PqcError):
     """A hex field is malformed; ``details['field']`` names it."""
 
-    code = "PQC_002"
-
 
 class InvalidSignature(PqcError):
     """The signature is not valid for this key, message and context."""
-
-    code = "PQC_004"
 
 
 class MalformedSignature(InvalidSignature):
     """The signature bytes are structurally impossible (so also an InvalidSignature)."""
 
-    code = "PQC_002"
-
 
 class InvalidInput(PqcError):
     """A non-key parameter is out of range (context length, digest length, scheme name)."""
-
-    code = "REQ_001"

@@ -25,4 +25,5 @@ def hash160(data: bytes) -> bytes:
 
 def keccak256(data: bytes) -> bytes:
     """Keccak-256 (pre-standard SHA-3): EVM/Tron addresses and the EIP-55 checksum."""
-    return sha3.keccak_256(data).digest()
+    digest: bytes = sha3.keccak_256(data).digest()  # sha3 ships no type information
+    return digest

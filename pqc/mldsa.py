@@ -24,7 +24,7 @@ from typing import Final
 
 from cryptography.exceptions import InvalidSignature as _LibraryInvalidSignature
 from cryptography.hazmat.primitives.asymmetric import mldsa as _cg
-from pqcrypto.sign import ml_dsa_44, ml_dsa_65, ml_dsa_87  # type: ignore[import-untyped]
+from pqcrypto.sign import ml_dsa_44, ml_dsa_65, ml_dsa_87
 
 from pqc.algorithms import SPECS, Algorithm
 from pqc.errors import InvalidInput, InvalidKeyFormat, InvalidSignature
@@ -40,7 +40,7 @@ PQCRYPTO_MAX_CONTEXT_BYTES: Final = 253
 @dataclass(frozen=True, slots=True)
 class _Backend:
     params: LatticeParams
-    from_seed: Callable[[bytes], _PrivateKey]
+    from_seed: Callable[[bytes | bytearray], _PrivateKey]
     from_public_bytes: Callable[[bytes], _PublicKey]
     expanded_key_module: ModuleType
 
@@ -106,8 +106,9 @@ _PREHASHES: Final = MappingProxyType(
 _HASH_OID_PREFIX: Final = bytes.fromhex("06096086480165030402")
 
 
-def public_key_of(algorithm: Algorithm, seed: bytes) -> bytes:
-    """The public key of a 32-byte seed (ML-DSA.KeyGen_internal's pk), in C."""
+def public_key_of(algorithm: Algorithm, seed: bytes | bytearray) -> bytes:
+    """The public key of a 32-byte seed (ML-DSA.KeyGen_internal's pk), in C. Takes a
+    ``bytearray`` too, so managed custody can wipe the seed afterwards (no copy)."""
     return _BACKENDS[algorithm].from_seed(seed).public_key().public_bytes_raw()
 
 
@@ -173,7 +174,7 @@ def verify_prehashed(
     key = _BACKENDS[algorithm].from_public_bytes(public_key)
     hash_name, oid_arc, xof_length = _PREHASHES[prehash]
     hasher = hashlib.new(hash_name, message)
-    digest = hasher.digest(xof_length) if xof_length else hasher.digest()  # type: ignore[call-arg]
+    digest = hasher.digest(xof_length) if xof_length else hasher.digest()  # type: ignore[call-arg]  # typeshed: new() gives HASH, not HASHXOF
     tr = hashlib.shake_256(public_key).digest(64)
     encoded = b"\x01" + bytes((len(context),)) + context + _HASH_OID_PREFIX + bytes((oid_arc,)) + digest
     mu = hashlib.shake_256(tr + encoded).digest(64)

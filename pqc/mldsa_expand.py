@@ -52,7 +52,7 @@ class LatticeParams:
     """ML-DSA matrix dimensions (k rows, l columns) and secret bound eta."""
 
     k: int
-    l: int  # noqa: E741 - FIPS 204 name
+    l: int  # noqa: E741  # FIPS 204's name for the parameter
     eta: int
 
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from types import MappingProxyType, ModuleType
 from typing import Final
 
-from pqcrypto import InvalidSignatureError  # type: ignore[import-untyped]
-from pqcrypto.sign import slh_dsa_sha2_128s, slh_dsa_shake_128s  # type: ignore[import-untyped]
+from pqcrypto import InvalidSignatureError
+from pqcrypto.sign import slh_dsa_sha2_128s, slh_dsa_shake_128s
 
 from pqc.algorithms import SPECS, Algorithm
 from pqc.errors import InvalidKeyFormat, InvalidSignature

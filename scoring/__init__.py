@@ -21,7 +21,7 @@ from scoring.readiness import (
     parse_readiness,
 )
 from scoring.result import RiskFactorResult, WalletRisk, format_amount, score_observation, wallet_risk
-from scoring.risk import SCORE_COLUMN, SCORED_SCHEMA, score_frame
+from scoring.risk import SCORE_COLUMN, SCORED_SCHEMA, score_frame, weighted_risk_value
 
 __all__ = [
     "OBSERVATION_SCHEMA",
@@ -48,4 +48,5 @@ __all__ = [
     "score_observation",
     "wallet_risk",
     "weight",
+    "weighted_risk_value",
 ]

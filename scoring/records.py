@@ -1,16 +1,19 @@
-"""The stored form of a wallet-scan result, built the same way by the scan
-endpoint and by the pipelines' publish step (so both serve identical answers)."""
+"""The stored form of a wallet-scan result, built the same way by the scan endpoint
+and by the pipelines' publish step (so both serve identical answers).
+
+Pure: ``scored_scan`` returns a plain value; the operational store turns it into its
+own record (``storage.scan_records``), once per tenant that asked.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import msgspec
 
-from chains.environment import Environment
 from chains.observation import Observation
 from scoring.result import WalletRisk
-from storage.models import ScanResult
 
 _ENCODER = msgspec.json.Encoder()  # compact JSON in C: json.dumps was a fifth of a published result's cost
 
@@ -19,16 +22,24 @@ def _iso(value: datetime) -> str:
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def scan_record(
-    observation: Observation,
-    risk: WalletRisk,
-    account_id: str,
-    environment: Environment,
-    scanned_at: datetime,
-    source: str,
-) -> ScanResult:
-    """A ``ScanResult`` whose ``result`` is the spec's wallet-scan object (plus
-    ``dataAsOf``, ``scoringVersion`` and the data source), ready to store."""
+@dataclass(frozen=True, slots=True)
+class ScoredScan:
+    """One address's wallet-scan result, the same for every tenant: ``result`` is the
+    spec's wallet-scan object as JSON text (plus ``dataAsOf``, ``scoringVersion`` and
+    the data source), the other fields are what is stored beside it."""
+
+    chain: str
+    address: str
+    result: str
+    risk_value: int
+    risk_score: str
+    scoring_version: str
+    data_as_of: datetime
+    scanned_at: datetime
+
+
+def scored_scan(observation: Observation, risk: WalletRisk, scanned_at: datetime) -> ScoredScan:
+    """The wallet-scan result of ``observation`` scored as ``risk`` at ``scanned_at``."""
     body = {
         "address": observation.address,
         "chain": observation.chain,
@@ -38,9 +49,7 @@ def scan_record(
         "dataSource": observation.source,
         "blockHeight": observation.height,
     }
-    return ScanResult(
-        account_id=account_id,
-        environment=environment,
+    return ScoredScan(
         chain=observation.chain,
         address=observation.address,
         result=_ENCODER.encode(body).decode(),
@@ -49,5 +58,4 @@ def scan_record(
         scoring_version=risk.scoring_version,
         data_as_of=observation.observed_at,
         scanned_at=scanned_at,
-        source=source,
     )

@@ -92,7 +92,7 @@ def score_frame(observations: pl.DataFrame | pl.LazyFrame, readiness: ReadinessD
             public_key_exposed=_lookup(basis, [b in KEY_ON_CHAIN for b in ExposureBasis], pl.Boolean),
             chain_grade=_lookup(pl.col("chain"), grades, CHAIN_GRADE_DTYPE),
         )
-        .with_columns(risk_value=_risk_value())
+        .with_columns(risk_value=weighted_risk_value())
         .with_columns(
             risk_score=_lookup(pl.col("risk_value"), _band_table(), RISK_SCORE_DTYPE),
             scoring_version=pl.lit(SCORING_VERSION, pl.Categorical()),
@@ -206,11 +206,14 @@ def _address_type_score() -> pl.Expr:
     )
 
 
-def _risk_value() -> pl.Expr:
-    """Weighted sum of the factor scores, rounded half up: ``(Σ weight% · score + 50) // 100``.
+def weighted_risk_value() -> pl.Expr:
+    """``risk_value`` from the factor score columns (``SCORE_COLUMN``): their weighted
+    sum, rounded half up, ``(Σ weight% · score + 50) // 100`` as a UInt8.
 
     Exact integer arithmetic (weights are whole percent), so 25.5 always rounds to 26 and
-    the band boundaries never depend on float error.
+    the band boundaries never depend on float error. A null score counts as 0 here
+    (``score_frame`` never leaves one); the pipelines' checks use this same expression
+    to verify stored rows.
     """
     weighted = pl.sum_horizontal(
         pl.col(SCORE_COLUMN[factor]).cast(pl.UInt16) * pl.lit(percent, pl.UInt16)

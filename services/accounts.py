@@ -1,5 +1,5 @@
 """Accounts, API keys and sessions: registration, login, credential checks,
-key creation, deletion and rotation. Free of HTTP; raises ``ApiError``."""
+key creation, deletion and rotation. Free of HTTP; raises ``services.errors``."""
 
 from __future__ import annotations
 
@@ -7,11 +7,18 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from api.errors import ApiError
 from chains.environment import Environment
 from core.clock import Clock
 from core.ids import new_id
 from services.credentials import ApiKeyCodec, InvalidSession, SessionCodec
+from services.errors import (
+    AlreadyRotated,
+    CredentialNotAllowed,
+    CredentialRevoked,
+    InvalidRequest,
+    NotFound,
+    Unauthenticated,
+)
 from storage.models import Account, ApiKey, KeyType, Plan
 from storage.repository import Store
 
@@ -20,10 +27,10 @@ _TOUCH_INTERVAL = timedelta(seconds=60)
 
 
 def normalise_email(email: str) -> str:
-    """The stored form of an email (lower case); raises ``ApiError`` when it is
+    """The stored form of an email (lower case); raises ``InvalidRequest`` when it is
     not a plausible address."""
     if len(email) > 254 or not _EMAIL.match(email):
-        raise ApiError("REQ_001", "invalid request: not a valid email address (field 'email')", field="email")
+        raise InvalidRequest("invalid request: not a valid email address (field 'email')", field="email")
     return email.lower()
 
 
@@ -43,6 +50,12 @@ class Principal:
     def rate_key(self) -> str:
         """The identity rate limits are counted under."""
         return f"{self.kind}:{self.credential_id}"
+
+
+def environment_of(principal: Principal) -> Environment:
+    """The data environment of a key-authenticated caller."""
+    assert principal.environment is not None, "secret-key endpoints always carry an environment"
+    return principal.environment
 
 
 class AccountService:
@@ -78,7 +91,7 @@ class AccountService:
         unknown, so the caller still spends one verification)."""
         try:
             found = self._store.account_by_email(normalise_email(email))
-        except ApiError:
+        except InvalidRequest:  # not an email address: no such account
             found = None
         return (None, None) if found is None else found
 
@@ -92,21 +105,20 @@ class AccountService:
         """The principal behind a bearer credential; AUTH_001 for a missing,
         malformed, unknown or expired one, AUTH_002 for a deleted or rotated-out key."""
         if not credential:
-            raise ApiError("AUTH_001", "missing credential: send 'Authorization: Bearer <API key>'")
+            raise Unauthenticated("missing credential: send 'Authorization: Bearer <API key>'")
         now = self._clock.now()
         if self._sessions.looks_like_session(credential):
             return self._session_principal(credential, now)
         if not self._keys.looks_like_key(credential):
-            raise ApiError("AUTH_001", "malformed API key")
+            raise Unauthenticated("malformed API key")
         found = self._store.api_key_by_hash(self._keys.hash(credential))
         if found is None:
-            raise ApiError("AUTH_001", "unknown API key")
+            raise Unauthenticated("unknown API key")
         key, account = found
         if key.deleted_at is not None:
-            raise ApiError("AUTH_002", "this API key has been deleted", reason="deleted")
+            raise CredentialRevoked("this API key has been deleted", reason="deleted")
         if not key.is_usable(now):
-            raise ApiError(
-                "AUTH_002",
+            raise CredentialRevoked(
                 "this API key was rotated and its 24-hour grace period has ended",
                 reason="rotated",
                 replacedBy=key.replaced_by,
@@ -118,10 +130,10 @@ class AccountService:
         try:
             session = self._sessions.verify(token, now)
         except InvalidSession as exc:
-            raise ApiError("AUTH_001", f"invalid session token ({exc.reason})", reason=exc.reason) from None
+            raise Unauthenticated(f"invalid session token ({exc.reason})", reason=exc.reason) from None
         account = self._store.account_by_id(session.account_id)
         if account is None:
-            raise ApiError("AUTH_001", "invalid session token (account no longer exists)")
+            raise Unauthenticated("invalid session token (account no longer exists)")
         return Principal(account, "session", session.session_id, None)
 
     def _touch(self, key_id: str, now: datetime) -> None:
@@ -135,8 +147,7 @@ class AccountService:
     @staticmethod
     def _check_environment(principal: Principal, environment: Environment) -> None:
         if principal.environment is not None and principal.environment is not environment:
-            raise ApiError(
-                "AUTH_003",
+            raise CredentialNotAllowed(
                 f"a {principal.environment.value} secret key cannot manage {environment.value} keys;"
                 " use a session token or a key of that environment",
             )
@@ -169,7 +180,7 @@ class AccountService:
     def _own_key(self, principal: Principal, key_id: str) -> ApiKey:
         key = self._store.get_api_key(principal.account.id, key_id)
         if key is None or key.deleted_at is not None:
-            raise ApiError("REQ_005", f"no API key {key_id} on this account", id=key_id)
+            raise NotFound(f"no API key {key_id} on this account", id=key_id)
         self._check_environment(principal, key.environment)
         return key
 
@@ -177,7 +188,7 @@ class AccountService:
         """Delete one of the caller's keys, effective immediately and for good."""
         self._own_key(principal, key_id)
         if not await self._store.delete_api_key(principal.account.id, key_id, self._clock.now()):
-            raise ApiError("REQ_005", f"no API key {key_id} on this account", id=key_id)
+            raise NotFound(f"no API key {key_id} on this account", id=key_id)
 
     async def rotate_key(self, principal: Principal, key_id: str) -> tuple[ApiKey, str, datetime]:
         """Replace a key with a new one of the same name, type and environment; the
@@ -185,9 +196,9 @@ class AccountService:
         old = self._own_key(principal, key_id)
         now = self._clock.now()
         if old.replaced_by is not None:
-            raise ApiError("KEY_001", f"API key {key_id} was already rotated", replacedBy=old.replaced_by)
+            raise AlreadyRotated(f"API key {key_id} was already rotated", replacedBy=old.replaced_by)
         if not old.is_usable(now):
-            raise ApiError("REQ_005", f"no API key {key_id} on this account", id=key_id)
+            raise NotFound(f"no API key {key_id} on this account", id=key_id)
         generated = self._keys.generate(old.type, old.environment)
         new = ApiKey(
             id=new_id("key"),
@@ -201,5 +212,5 @@ class AccountService:
         )
         expires = now + self._grace
         if not await self._store.rotate_api_key(principal.account.id, key_id, new, expires):
-            raise ApiError("KEY_001", f"API key {key_id} was already rotated")
+            raise AlreadyRotated(f"API key {key_id} was already rotated")
         return new, generated.key, expires

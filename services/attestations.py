@@ -1,50 +1,37 @@
-"""Post-quantum keys and hybrid attestations: generation records, registration
-with proof of possession, strict-mode statements, attestation and verification.
-Free of HTTP; CPU-heavy calls are plain functions the routes run off the loop."""
+"""Hybrid attestations: strict-mode statements, attestation and verification.
+Free of HTTP; CPU-heavy calls are plain functions the routes run off the loop.
+Registered post-quantum keys are ``services.pq_keys``."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pqc
-from api.errors import ApiError
-from chains.environment import Environment
 from core.clock import Clock
 from core.ids import new_id
-from services.accounts import Principal
+from services.accounts import Principal, environment_of
+from services.errors import KeyNotRegistered, NotFound, StatementInvalid, StatementUsed
 from services.signers import ClaimedSigner, ecdsa_signer
 from services.statements import (
-    RegistrationClaims,
     attestation_statement,
-    read_registration_challenge,
-    registration_challenge,
     statement_hash,
 )
-from storage.models import Attestation, AttestationChallenge, KeyOrigin, PqKey
+from storage.models import Attestation, AttestationChallenge
 from storage.repository import AttestationStore
 
-#: Chains ``POST /v1/keys/generate`` accepts (the spec's list).
-KEYGEN_CHAINS = ("ethereum", "bitcoin", "solana", "polygon", "avalanche")
 #: Hybrid attestations pair ECDSA with ML-DSA (the spec's list).
 HYBRID_ALGORITHMS = (pqc.Algorithm.ML_DSA_44, pqc.Algorithm.ML_DSA_65, pqc.Algorithm.ML_DSA_87)
-
-
-def environment_of(principal: Principal) -> Environment:
-    """The data environment of a key-authenticated caller."""
-    assert principal.environment is not None, "secret-key endpoints always carry an environment"
-    return principal.environment
 
 
 def hybrid_algorithm(name: str) -> pqc.Algorithm:
     """An ML-DSA algorithm for a hybrid attestation; PQC_001 for anything else."""
     algorithm = pqc.parse_algorithm(name)
     if algorithm not in HYBRID_ALGORITHMS:
-        raise ApiError(
-            "PQC_001",
+        raise pqc.UnsupportedAlgorithm(
             f"hybrid attestations use ML-DSA; {algorithm.value} is not supported here",
             algorithm=algorithm.value,
             supported=[a.value for a in HYBRID_ALGORITHMS],
@@ -115,80 +102,11 @@ def check_plain(algorithm: pqc.Algorithm, public_key: bytes, message: bytes, sig
 class AttestationService:
     """Registered keys and attestations of one store, scoped by principal."""
 
-    def __init__(
-        self, store: AttestationStore, clock: Clock, challenge_key: bytes, domain: str, challenge_ttl_seconds: int
-    ) -> None:
+    def __init__(self, store: AttestationStore, clock: Clock, domain: str, challenge_ttl_seconds: int) -> None:
         self._store = store
         self._clock = clock
-        self._challenge_key = challenge_key
         self._domain = domain
         self._ttl = timedelta(seconds=challenge_ttl_seconds)
-
-    # --- keys -------------------------------------------------------------------------
-
-    async def record_generated(self, principal: Principal, keypair: pqc.KeyPair, chain: str) -> PqKey:
-        """Register the public half of a key pair the server generated (never the private half)."""
-        return await self._store.add_pq_key(
-            self._pq_key(principal, keypair.algorithm, chain, keypair.public_key, KeyOrigin.GENERATED)
-        )
-
-    def _pq_key(
-        self, principal: Principal, algorithm: pqc.Algorithm, chain: str, public_key: bytes, origin: KeyOrigin
-    ) -> PqKey:
-        return PqKey(
-            new_id("key"),
-            principal.account.id,
-            environment_of(principal),
-            algorithm.value,
-            chain,
-            public_key,
-            pqc.public_key_fingerprint(public_key),
-            origin,
-            self._clock.now(),
-        )
-
-    def registration_challenge(
-        self, principal: Principal, algorithm: pqc.Algorithm, public_key: bytes
-    ) -> tuple[str, datetime]:
-        """A challenge to sign with the private key being registered, and its expiry."""
-        expires = self._clock.now() + self._ttl
-        claims = RegistrationClaims(
-            principal.account.id,
-            environment_of(principal).value,
-            algorithm.value,
-            pqc.public_key_fingerprint(public_key),
-            expires,
-        )
-        return registration_challenge(claims, self._challenge_key), expires
-
-    def check_registration(
-        self, principal: Principal, algorithm: pqc.Algorithm, public_key: bytes, challenge: str
-    ) -> None:
-        """Raise unless ``challenge`` was issued by us, for this caller, key and
-        algorithm, and has not expired (the signature is checked separately)."""
-        claims = read_registration_challenge(challenge, self._challenge_key)
-        expected = (
-            principal.account.id,
-            environment_of(principal).value,
-            algorithm.value,
-            pqc.public_key_fingerprint(public_key),
-        )
-        if claims is None or (claims.account_id, claims.environment, claims.algorithm, claims.fingerprint) != expected:
-            raise ApiError(
-                "PQC_005",
-                "challenge was not issued for this account, environment, algorithm and key",
-                field="challenge",
-            )
-        if self._clock.now() >= claims.expires_at:
-            raise ApiError("PQC_005", "challenge has expired; request a new one", field="challenge", reason="expired")
-
-    async def register(self, principal: Principal, algorithm: pqc.Algorithm, chain: str, public_key: bytes) -> PqKey:
-        """Register a key whose possession was proven (idempotent)."""
-        return await self._store.add_pq_key(self._pq_key(principal, algorithm, chain, public_key, KeyOrigin.REGISTERED))
-
-    def list_keys(self, principal: Principal) -> list[PqKey]:
-        """The caller's registered keys in its environment."""
-        return self._store.list_pq_keys(principal.account.id, environment_of(principal))
 
     # --- attestations ---------------------------------------------------------------------
 
@@ -223,19 +141,18 @@ class AttestationService:
             principal.account.id, environment_of(principal), statement_hash(h.message)
         )
         if challenge is None:
-            raise ApiError(
-                "ATT_001", "strict mode: the message is not a statement issued to this account", field="message"
+            raise StatementInvalid(
+                "strict mode: the message is not a statement issued to this account", field="message"
             )
         fields = dict(line.split(": ", 1) for line in challenge.statement.splitlines()[1:])
         bound = (fields["chain"], fields["ecdsa"], fields["pqc"])
         given = (h.chain, h.claimed.text, f"{h.algorithm.value}:{pqc.public_key_fingerprint(h.pqc_public_key)}")
         if bound != given:
-            raise ApiError(
-                "ATT_001", "strict mode: the statement names a different chain or different keys", field="message"
+            raise StatementInvalid(
+                "strict mode: the statement names a different chain or different keys", field="message"
             )
         if challenge.used_at is not None or self._clock.now() >= challenge.expires_at:
-            raise ApiError(
-                "ATT_002",
+            raise StatementUsed(
                 "strict mode: this statement was already used or has expired",
                 field="message",
                 reason="used" if challenge.used_at else "expired",
@@ -248,16 +165,15 @@ class AttestationService:
         """Store an attestation whose signatures were checked; PQC_004 if either
         failed, PQC_003 if the PQ key is not the caller's, ATT_* in strict mode."""
         if not result.valid:
-            raise ApiError(
-                "PQC_004", "signature verification failed", ecdsaValid=result.ecdsa_valid, pqcValid=result.pqc_valid
+            raise pqc.InvalidSignature(
+                "signature verification failed", ecdsaValid=result.ecdsa_valid, pqcValid=result.pqc_valid
             )
         env = environment_of(principal)
         key = self._store.pq_key_by_fingerprint(
             principal.account.id, env, h.algorithm.value, pqc.public_key_fingerprint(h.pqc_public_key)
         )
         if key is None:
-            raise ApiError(
-                "PQC_003",
+            raise KeyNotRegistered(
                 f"this {h.algorithm.value} public key is not registered to your account in the"
                 f" {env.value} environment; generate or register it first",
                 field="pqcPublicKey",
@@ -287,15 +203,14 @@ class AttestationService:
             created_at=now,
         )
         if not await self._store.add_attestation(attestation, now):
-            raise ApiError("ATT_002", "strict mode: this statement was already used or has expired", field="message")
+            raise StatementUsed("strict mode: this statement was already used or has expired", field="message")
         return attestation
 
     def stored(self, principal: Principal, attestation_id: str) -> Attestation:
         """One of the caller's attestations in its environment (REQ_005 otherwise)."""
         found = self._store.get_attestation(principal.account.id, environment_of(principal), attestation_id)
         if found is None:
-            raise ApiError(
-                "REQ_005",
+            raise NotFound(
                 f"no attestation {attestation_id[:40]} in this account and environment",
                 field="attestationId",
             )

@@ -100,7 +100,7 @@ class ApiKeyCodec:
     def looks_like_key(self, value: str) -> bool:
         """True when the string has the exact shape of one of our API keys."""
         match = self._pattern.match(value)
-        return bool(match) and (match.group(1), match.group(3)) in (("sec", "sk"), ("pub", "pk"))
+        return match is not None and (match.group(1), match.group(3)) in (("sec", "sk"), ("pub", "pk"))
 
     def hash(self, key: str) -> bytes:
         """The keyed hash under which a key is stored and looked up."""

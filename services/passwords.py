@@ -6,12 +6,10 @@ from __future__ import annotations
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 
+from services.errors import WeakPassword
+
 MIN_LENGTH = 12
 MAX_LENGTH = 1024  # bounds the hashing work an attacker can ask for
-
-
-class PasswordPolicyError(ValueError):
-    """The password is too short or too long."""
 
 
 class Passwords:
@@ -24,11 +22,11 @@ class Passwords:
 
     @staticmethod
     def check_policy(password: str) -> None:
-        """Raise ``PasswordPolicyError`` unless 12 to 1024 characters long."""
+        """Raise ``WeakPassword`` unless 12 to 1024 characters long."""
         if len(password) < MIN_LENGTH:
-            raise PasswordPolicyError(f"password must be at least {MIN_LENGTH} characters")
+            raise WeakPassword(f"password must be at least {MIN_LENGTH} characters", field="password")
         if len(password) > MAX_LENGTH:
-            raise PasswordPolicyError(f"password must be at most {MAX_LENGTH} characters")
+            raise WeakPassword(f"password must be at most {MAX_LENGTH} characters", field="password")
 
     def hash(self, password: str) -> str:
         """An argon2id hash string for storage."""

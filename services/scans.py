@@ -11,9 +11,8 @@ import asyncio
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
-from api.errors import ApiError
 from chains.clients import ChainClient
 from chains.clients.prices import PriceOracle
 from chains.clients.transport import shared_deadline
@@ -27,11 +26,11 @@ from core.clock import Clock
 from core.ids import new_id
 from scoring import load_readiness, score_observation
 from scoring.readiness import ReadinessData
-from scoring.records import scan_record
-from services.accounts import Principal
-from services.attestations import environment_of
+from services.accounts import Principal, environment_of
+from services.errors import InvalidRequest, NotFound
 from storage.models import ScanResult, WatchedAddress
 from storage.repository import ScanStore
+from storage.scan_records import scan_record
 
 #: How long a scan waits for each live price source before the next one (the static
 #: file) answers. The price feeds live on the Ethereum endpoint: without this bound, a
@@ -45,6 +44,10 @@ class ScanOutcome:
 
     record: ScanResult
     cached: bool
+
+
+#: Longest label a watch-list entry may carry (the API model says the same).
+MAX_LABEL_LENGTH = 200
 
 
 def _network(environment: Environment) -> Network:
@@ -67,6 +70,18 @@ def _scan_target(address: str, chain: str | None, environment: Environment) -> t
     costs a keccak), both remembered for the cached-scan path."""
     target = resolve_address(address, chain, environment)
     return target, str(target)
+
+
+def watch_entry(
+    account_id: str, environment: Environment, address: str, chain: str | None, label: str | None, at: datetime
+) -> WatchedAddress:
+    """A new watch-list entry for an address in its canonical form: the one rule the
+    API and ``qday watch import`` share. ``InvalidAddress`` / ``UnsupportedChain`` for
+    addresses and chains, ``InvalidRequest`` for an over-long label."""
+    if label is not None and len(label) > MAX_LABEL_LENGTH:
+        raise InvalidRequest(f"label is longer than {MAX_LABEL_LENGTH} characters", field="label")
+    target = resolve_address(address, chain, environment)
+    return WatchedAddress(new_id("wat"), account_id, environment, target.chain.value, str(target), label, at)
 
 
 def candidate_chains(address: str, environment: Environment) -> list[Chain]:
@@ -141,11 +156,7 @@ class ScanService:
 
     async def watch(self, principal: Principal, address: str, chain: str | None, label: str | None) -> WatchedAddress:
         """Add an address (validated, canonical form) to the caller's watch list."""
-        env = environment_of(principal)
-        target = resolve_address(address, chain, env)
-        entry = WatchedAddress(
-            new_id("wat"), principal.account.id, env, target.chain.value, str(target), label, self._clock.now()
-        )
+        entry = watch_entry(principal.account.id, environment_of(principal), address, chain, label, self._clock.now())
         return await self._store.watch(entry)
 
     def watchlist(self, principal: Principal) -> list[WatchedAddress]:
@@ -155,4 +166,4 @@ class ScanService:
     async def unwatch(self, principal: Principal, entry_id: str) -> None:
         """Stop watching an address (REQ_005 when it is not the caller's)."""
         if not await self._store.unwatch(principal.account.id, environment_of(principal), entry_id):
-            raise ApiError("REQ_005", f"no watch-list entry {entry_id[:40]}", id=entry_id[:40])
+            raise NotFound(f"no watch-list entry {entry_id[:40]}", id=entry_id[:40])

@@ -40,6 +40,9 @@ class Settings:
     max_body_bytes: int = 64 * 1024
     #: Multiplies every rate limit (load tests, fuzzing); 1 in production.
     rate_limit_multiplier: float = 1.0
+    #: Length of the fixed rate-limit windows (aligned on multiples of it since the epoch);
+    #: 60 in production, as the spec's limits are per minute; tests choose their own.
+    rate_window_seconds: int = 60
     #: Per-minute limits of the ``enterprise`` plan ("custom" in the spec).
     enterprise_limit_factor: int = 10
     #: Honour ``X-Forwarded-For`` only from these proxy addresses.
@@ -149,6 +152,8 @@ def _validate(s: Settings) -> Settings:
         raise SettingsError("max_body_bytes must be between 1 KiB and 16 MiB")
     if s.rate_limit_multiplier <= 0:
         raise SettingsError("rate_limit_multiplier must be positive")
+    if not 1 <= s.rate_window_seconds <= 86400:
+        raise SettingsError("rate_window_seconds must be a positive number of seconds, at most 86400")
     if s.enterprise_limit_factor < 1:
         raise SettingsError("enterprise_limit_factor must be at least 1")
     if not 10 <= s.challenge_ttl_seconds <= 86400:

@@ -8,11 +8,11 @@ import re
 from dataclasses import dataclass
 
 import pqc
-from api.errors import ApiError
 from chains.codecs.bitcoin import P2PKHAddress, P2WPKHAddress
 from chains.codecs.detect import parse_address
 from chains.errors import ChainError
 from chains.registry import CHAINS, Chain, Family, parse_chain
+from services.errors import InvalidRequest
 
 #: Default message scheme per chain family; families absent here must say one.
 DEFAULT_SCHEMES: dict[Family, pqc.MessageScheme] = {
@@ -26,7 +26,7 @@ def chain_of(name: str) -> Chain:
     try:
         return parse_chain(name)
     except ChainError as exc:
-        raise ApiError("REQ_001", f"invalid request: {exc} (field 'chain')", field="chain") from None
+        raise InvalidRequest(f"invalid request: {exc} (field 'chain')", field="chain") from None
 
 
 def scheme_for(chain: Chain, requested: str | None) -> pqc.MessageScheme:
@@ -35,8 +35,7 @@ def scheme_for(chain: Chain, requested: str | None) -> pqc.MessageScheme:
         return pqc.parse_scheme(requested)
     default = DEFAULT_SCHEMES.get(CHAINS[chain].family)
     if default is None:
-        raise ApiError(
-            "REQ_001",
+        raise InvalidRequest(
             f"chain {chain.value} has no default ECDSA message scheme; set ecdsaScheme to eip191, bip137 or digest",
             field="ecdsaScheme",
         )
@@ -67,15 +66,13 @@ def parse_claimed_signer(text: str, field: str = "ecdsaPublicKey") -> ClaimedSig
     try:
         address = parse_address(text, Chain.BITCOIN)
     except ChainError:
-        raise ApiError(
-            "PQC_002",
+        raise pqc.InvalidKeyFormat(
             f"invalid key format (field '{field}'): expected a secp256k1 public key in hex (33, 64 or 65 bytes), "
             "an EVM address, or a Bitcoin P2PKH/P2WPKH address",
             field=field,
         ) from None
     if not isinstance(address, P2PKHAddress | P2WPKHAddress):
-        raise ApiError(
-            "PQC_002",
+        raise pqc.InvalidKeyFormat(
             f"only P2PKH and P2WPKH addresses name a single key; give the public key (field '{field}')",
             field=field,
         )

@@ -36,7 +36,8 @@ from typing import Final
 import duckdb
 import polars as pl
 
-from scoring.risk import SCORE_COLUMN
+from scoring.frame import OBSERVATION_FIELDS, OBSERVATION_SCHEMA
+from scoring.risk import SCORED_SCHEMA
 
 UTC_TS: Final = pl.Datetime("us", "UTC")
 BALANCE: Final = pl.Decimal(38, 0)
@@ -53,42 +54,40 @@ _PROVENANCE: Final = {
     "run_id": pl.String(),
 }
 
-OBSERVATION_COLUMNS: Final = {
-    "environment": pl.String(),
-    "chain": pl.String(),
-    "address": pl.String(),
-    "address_type": pl.String(),
-    "account_type": pl.String(),
-    "balance": BALANCE,
-    "balance_native": pl.Float64(),
-    "decimals": pl.UInt8(),
-    "symbol": pl.String(),
-    "tx_count": pl.Int64(),
-    "outbound_tx_count": pl.Int64(),
-    "exposure": pl.String(),
-    "public_key": pl.Binary(),
-    "address_reuse_count": pl.Int64(),
-    "first_activity": UTC_TS,
-    "last_activity": UTC_TS,
-    "source": pl.String(),
-    "height": pl.Int64(),
-    "observed_at": UTC_TS,
-    "has_activity": pl.Boolean(),
-}
+
+def stored_dtype(dtype: pl.DataType) -> pl.DataType:
+    """How a scorer column (``scoring.frame.OBSERVATION_SCHEMA``, ``scoring.risk.SCORED_SCHEMA``)
+    is kept in Parquet: enums and categoricals as plain strings (any tool reads them, and a
+    new enum value never makes older files unreadable), integer base units as an exact
+    ``DECIMAL(38,0)``; every other type as it is."""
+    if isinstance(dtype, pl.Enum | pl.Categorical):
+        return pl.String()
+    if dtype == pl.Int128():
+        return BALANCE
+    return dtype
+
+
+def _observation_columns() -> dict[str, pl.DataType]:
+    """The environment, ``Observation``'s fields as the scorer types them (stored), the
+    balance in whole coins beside the base units, and whether the address was ever used."""
+    columns: dict[str, pl.DataType] = {"environment": pl.String()}
+    for name in OBSERVATION_FIELDS:
+        columns[name] = stored_dtype(OBSERVATION_SCHEMA[name])
+        if name == "balance":
+            columns["balance_native"] = pl.Float64()
+    return {**columns, "has_activity": pl.Boolean()}
+
+
+OBSERVATION_COLUMNS: Final = _observation_columns()
+"""Columns of an observation row, derived from the scorer's input schema."""
 
 SCORE_COLUMNS: Final = {
-    "price_usd": pl.Float64(),
-    "price_as_of": UTC_TS,
-    "public_key_basis": pl.String(),
-    "public_key_exposed": pl.Boolean(),
-    "balance_usd": pl.Float64(),
-    **{column: pl.UInt8() for column in SCORE_COLUMN.values()},
-    "risk_value": pl.UInt8(),
-    "risk_score": pl.String(),
-    "chain_grade": pl.String(),
-    "scoring_version": pl.String(),
+    **{name: stored_dtype(dtype) for name, dtype in OBSERVATION_SCHEMA.items() if name not in OBSERVATION_FIELDS},
+    **{name: stored_dtype(dtype) for name, dtype in SCORED_SCHEMA.items()},
     "scanned_at": UTC_TS,
 }
+"""Columns a scored row adds: the price the scorer used, ``SCORED_SCHEMA``'s columns, and
+when the row was scored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +293,7 @@ class ParquetFileWriter:
     def __enter__(self) -> ParquetFileWriter:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc_type is None:
             self.commit()
         else:

@@ -6,10 +6,10 @@ import sqlite3
 from datetime import datetime
 
 from chains.environment import Environment
-from storage.group_commit import GroupCommitWriter
 from storage.models import Attestation, AttestationChallenge, KeyOrigin, PqKey
 from storage.row_cache import RowCache
-from storage.sqlite import dt, insert_or_get, ts
+from storage.sqlite_db import Row, dt, insert_or_get, ts
+from storage.writers import DirectWriter, Writer
 
 _PQ_COLUMNS = "id, account_id, environment, algorithm, chain, public_key, fingerprint, origin, created_at"
 _CHALLENGE_COLUMNS = "id, account_id, environment, statement, statement_hash, expires_at, created_at, used_at"
@@ -20,11 +20,11 @@ _ATTESTATION_COLUMNS = (
 )
 
 
-def _pq_key(row: tuple) -> PqKey:
-    return PqKey(row[0], row[1], Environment(row[2]), row[3], row[4], row[5], row[6], KeyOrigin(row[7]), dt(row[8]))  # type: ignore[arg-type]
+def _pq_key(row: Row) -> PqKey:
+    return PqKey(row[0], row[1], Environment(row[2]), row[3], row[4], row[5], row[6], KeyOrigin(row[7]), dt(row[8]))
 
 
-def _challenge(row: tuple) -> AttestationChallenge:
+def _challenge(row: Row) -> AttestationChallenge:
     return AttestationChallenge(
         row[0],
         row[1],
@@ -32,12 +32,12 @@ def _challenge(row: tuple) -> AttestationChallenge:
         row[3],
         row[4],
         dt(row[5]),
-        dt(row[6]),  # type: ignore[arg-type]
+        dt(row[6]),
         dt(row[7]),
     )
 
 
-def _attestation(row: tuple) -> Attestation:
+def _attestation(row: Row) -> Attestation:
     values = list(row)
     values[2] = Environment(values[2])
     values[18] = dt(values[18])
@@ -45,7 +45,7 @@ def _attestation(row: tuple) -> Attestation:
 
 
 class SqliteAttestationStore:
-    """Attestation state: reads on a connection from ``storage.sqlite.open_database``,
+    """Attestation state: reads on a connection from ``storage.sqlite_db.open_database``,
     every write through the group-commit writer (attestations are the hot path; keys
     and statements go there too, so no write waits for SQLite's lock on the event loop).
 
@@ -56,15 +56,15 @@ class SqliteAttestationStore:
 
     _KEY_CACHE_SIZE = 10_000
 
-    def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter) -> None:
+    def __init__(self, conn: sqlite3.Connection, writer: Writer | None = None) -> None:
         self._conn = conn
-        self._writer = writer
+        self._writer: Writer = writer or DirectWriter(conn)
         self._keys: RowCache[tuple[str, Environment, str, str], PqKey] = RowCache(self._KEY_CACHE_SIZE)
 
     async def add_pq_key(self, key: PqKey) -> PqKey:
         """Register a public key; when the account already has it in this
         environment, return the existing record instead (idempotent)."""
-        return await self._writer.write(lambda c: _insert_pq_key(c, key))
+        return await self._writer.write(lambda c: insert_pq_key(c, key))
 
     def pq_key_by_fingerprint(
         self, account_id: str, environment: Environment, algorithm: str, fingerprint: str
@@ -119,7 +119,10 @@ class SqliteAttestationStore:
         return None if row is None else _attestation(row)
 
 
-def _insert_pq_key(c: sqlite3.Connection, key: PqKey) -> PqKey:
+def insert_pq_key(c: sqlite3.Connection, key: PqKey) -> PqKey:
+    """Add a registered post-quantum key unless the account already has it in that
+    environment (same algorithm and fingerprint); the stored row either way. The one
+    writer of ``pq_keys``: generated, registered and managed keys all come through here."""
     row = insert_or_get(
         c,
         "pq_keys",

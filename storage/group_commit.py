@@ -28,12 +28,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from storage.errors import StoreUnavailable
-from storage.sqlite import connect
+from storage.sqlite_db import connect
 
 T = TypeVar("T")
 MAX_BATCH = 256
 Operation = Callable[[sqlite3.Connection], Any]
-_Outcome = tuple[asyncio.Future | None, Any, BaseException | None]  # no future: nobody waits (submit)
+_Outcome = tuple[asyncio.Future[Any] | None, Any, BaseException | None]  # no future: nobody waits (submit)
 log = logging.getLogger(__name__)
 
 
@@ -46,7 +46,7 @@ class GroupCommitWriter:
         self._conn = connect(path, synchronous)
         if secure_delete:
             self._conn.execute("PRAGMA secure_delete = ON")
-        self._pending: deque[tuple[Operation, asyncio.Future | None]] = deque()
+        self._pending: deque[tuple[Operation, asyncio.Future[Any] | None]] = deque()
         self._wake = threading.Event()
         self._stopping = False
         self._kick_loop: asyncio.AbstractEventLoop | None = None  # a wake-up is scheduled on this loop
@@ -89,14 +89,14 @@ class GroupCommitWriter:
             self._wake.wait()
             self._wake.clear()
             while self._pending:
-                batch = []
+                batch: list[tuple[Operation, asyncio.Future[Any] | None]] = []
                 while self._pending and len(batch) < MAX_BATCH:
                     batch.append(self._pending.popleft())
                 _resolve_all(self._commit(batch))
             if self._stopping:
                 return
 
-    def _commit(self, batch: list[tuple[Operation, asyncio.Future | None]]) -> list[_Outcome]:
+    def _commit(self, batch: list[tuple[Operation, asyncio.Future[Any] | None]]) -> list[_Outcome]:
         outcomes: list[_Outcome] = []
         try:
             self._conn.execute("BEGIN IMMEDIATE")

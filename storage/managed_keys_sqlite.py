@@ -23,9 +23,11 @@ import sqlite3
 from datetime import datetime
 
 from chains.environment import Environment
-from storage.group_commit import GroupCommitWriter
+from storage.attestations_sqlite import insert_pq_key
+from storage.errors import StoreUnavailable
 from storage.models import ManagedKey, ManagedKeyEvent, ManagedKeyState, ManagedKeyUsage, PqKey
-from storage.sqlite import commit, dt, ts
+from storage.sqlite_db import Row, dt, ts
+from storage.writers import DirectWriter, Writer
 
 _KEY_COLUMNS = (
     "id, account_id, environment, algorithm, chain, public_key, fingerprint, backend, wrapping_key, key_ref, state,"
@@ -35,7 +37,7 @@ _EVENT_COLUMNS = "id, key_id, account_id, environment, type, state, actor, reque
 _GENESIS = bytes(32)
 
 
-def _key(row: tuple) -> ManagedKey:
+def _key(row: Row) -> ManagedKey:
     return ManagedKey(
         id=row[0],
         account_id=row[1],
@@ -48,14 +50,14 @@ def _key(row: tuple) -> ManagedKey:
         wrapping_key=row[8],
         key_ref=row[9],
         state=ManagedKeyState(row[10]),
-        created_at=dt(row[11]),  # type: ignore[arg-type]
+        created_at=dt(row[11]),
         deletion_requested_at=dt(row[12]),
         deletion_scheduled_at=dt(row[13]),
         destroyed_at=dt(row[14]),
     )
 
 
-def _event(row: tuple) -> ManagedKeyEvent:
+def _event(row: Row) -> ManagedKeyEvent:
     return ManagedKeyEvent(
         id=row[0],
         key_id=row[1],
@@ -65,7 +67,7 @@ def _event(row: tuple) -> ManagedKeyEvent:
         state=ManagedKeyState(row[5]),
         actor=row[6],
         request_id=row[7],
-        at=dt(row[8]),  # type: ignore[arg-type]
+        at=dt(row[8]),
         details=row[9],
         prev_hash=row[10],
         hash=row[11],
@@ -127,13 +129,13 @@ def _count(c: sqlite3.Connection, key_id: str, month: str) -> bool:
 
 
 class SqliteManagedKeyStore:
-    """Managed keys on a connection from ``storage.sqlite.open_database``; every write
+    """Managed keys on a connection from ``storage.sqlite_db.open_database``; every write
     through the group-commit writer when there is one (the API's, made with
     ``secure_delete``), else on the connection (tools, tests)."""
 
-    def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, writer: Writer | None = None) -> None:
         self._conn = conn
-        self._writer = writer
+        self._writer: Writer = writer or DirectWriter(conn)
         # Overwrite freed content (an erased key_ref) instead of leaving it in the page.
         conn.execute("PRAGMA secure_delete = ON")
 
@@ -163,24 +165,9 @@ class SqliteManagedKeyStore:
             )
             _append_event(c, event)
             if registration is not None:
-                r = registration
-                c.execute(
-                    "INSERT INTO pq_keys (id, account_id, environment, algorithm, chain, public_key, fingerprint,"
-                    " origin, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
-                    (
-                        r.id,
-                        r.account_id,
-                        r.environment.value,
-                        r.algorithm,
-                        r.chain,
-                        r.public_key,
-                        r.fingerprint,
-                        r.origin.value,
-                        ts(r.created_at),
-                    ),
-                )
+                insert_pq_key(c, registration)
 
-        await commit(self._writer, self._conn, insert)
+        await self._writer.write(insert)
 
     def get(self, account_id: str, environment: Environment, key_id: str) -> ManagedKey | None:
         """One of the account's managed keys in this environment."""
@@ -190,7 +177,7 @@ class SqliteManagedKeyStore:
         ).fetchone()
         return None if row is None else _key(row)
 
-    async def _transition(self, sql: str, args: tuple, event: ManagedKeyEvent) -> ManagedKey | None:
+    async def _transition(self, sql: str, args: tuple[object, ...], event: ManagedKeyEvent) -> ManagedKey | None:
         def transition(c: sqlite3.Connection) -> ManagedKey | None:
             row = c.execute(sql + f" RETURNING {_KEY_COLUMNS}", args).fetchone()
             if row is None:
@@ -198,7 +185,7 @@ class SqliteManagedKeyStore:
             _append_event(c, event)
             return _key(row)
 
-        return await commit(self._writer, self._conn, transition)
+        return await self._writer.write(transition)
 
     async def schedule_deletion(
         self,
@@ -253,7 +240,7 @@ class SqliteManagedKeyStore:
             _append_event(c, event)
             return True
 
-        return await commit(self._writer, self._conn, erase)
+        return await self._writer.write(erase)
 
     def events(self, account_id: str, environment: Environment, key_id: str) -> list[ManagedKeyEvent]:
         """The key's audit log, oldest first."""
@@ -278,7 +265,7 @@ class SqliteManagedKeyStore:
 
     async def count_signature(self, key_id: str, month: str) -> bool:
         """Count one signature, durably, only if the key is still active at commit."""
-        return await commit(self._writer, self._conn, lambda c: _count(c, key_id, month))
+        return await self._writer.write(lambda c: _count(c, key_id, month))
 
     async def uncount_signature(self, key_id: str, month: str) -> None:
         """Take back one counted signature that was never made (its signing failed)."""
@@ -290,7 +277,7 @@ class SqliteManagedKeyStore:
                 (key_id, month),
             )
 
-        await commit(self._writer, self._conn, uncount)
+        await self._writer.write(uncount)
 
     def usage(
         self, account_id: str, environment: Environment, month: str, start: datetime, end: datetime
@@ -308,5 +295,9 @@ class SqliteManagedKeyStore:
 
     def release_space(self) -> None:
         """Checkpoint the WAL into the database file and truncate it (best effort:
-        a busy reader leaves the rest for SQLite's next checkpoint)."""
-        self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        a busy reader leaves the rest for SQLite's next checkpoint); ``StoreUnavailable``
+        when SQLite refuses."""
+        try:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"checkpoint failed: {exc}") from None

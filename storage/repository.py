@@ -5,6 +5,7 @@ Every method is a single short transaction; callers never see SQL.
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from datetime import datetime
 from typing import Protocol
 
@@ -115,6 +116,10 @@ class ScanStore(Protocol):
     def all_watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
         """Every watched address of every tenant (for the pipelines), optionally only
         those added after a time (the new-address sensor)."""
+
+    def export_watchlist(self, chain: str, chunk: int = 10_000) -> Generator[list[tuple[str | None, ...]], None, None]:
+        """Every tenant's entries on one chain in (environment, address, account) order,
+        as raw rows ``chunk`` at a time, read as one consistent snapshot (the daily export)."""
 
     def latest_result(self, account_id: str, environment: Environment, chain: str, address: str) -> ScanResult | None:
         """The latest stored result for one address, if any."""

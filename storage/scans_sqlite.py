@@ -3,30 +3,39 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
+from typing import Final
 
 from chains.environment import Environment
 from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.group_commit import GroupCommitWriter
 from storage.models import ScanResult, WatchedAddress
 from storage.row_cache import RowCache
-from storage.sqlite import commit, dt, insert_or_get, ts
+from storage.sqlite_db import Row, dt, insert_or_get, open_database, ts
+from storage.writers import DirectWriter, Writer
 
 _WATCH_COLUMNS = "id, account_id, environment, chain, address, label, created_at"
+WATCH_EXPORT_COLUMNS: Final = ("watch_id", "account_id", "environment", "chain", "address", "label", "created_at")
+"""What each row of ``SqliteScanStore.export_watchlist`` holds, in order (all text;
+``created_at`` as stored, ISO 8601 UTC; ``label`` may be null)."""
+_WATCH_EXPORT_SQL = f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE chain = ? ORDER BY environment, address, account_id"
 _RESULT_COLUMNS = (
     "account_id, environment, chain, address, result, risk_value, risk_score, scoring_version, data_as_of,"
     " scanned_at, source"
 )
 
 
-def _watched(row: tuple) -> WatchedAddress:
-    return WatchedAddress(row[0], row[1], Environment(row[2]), row[3], row[4], row[5], dt(row[6]))  # type: ignore[arg-type]
+def _watched(row: Row) -> WatchedAddress:
+    return WatchedAddress(row[0], row[1], Environment(row[2]), row[3], row[4], row[5], dt(row[6]))
 
 
-def _result(row: tuple) -> ScanResult:
+def _result(row: Row) -> ScanResult:
     return ScanResult(
         row[0], Environment(row[1]), row[2], row[3], row[4], row[5], row[6], row[7], dt(row[8]), dt(row[9]), row[10]
-    )  # type: ignore[arg-type]
+    )
 
 
 def _insert_watched(c: sqlite3.Connection, entry: WatchedAddress) -> WatchedAddress:
@@ -61,16 +70,16 @@ class SqliteScanStore:
 
     _RESULT_CACHE_SIZE = 4096
 
-    def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, writer: Writer | None = None) -> None:
         self._conn = conn
-        self._writer = writer
+        self._writer: Writer = writer or DirectWriter(conn)
         self._beacon = ChangeBeacon.beside(conn)
         self._results_watch = StampWatch(self._beacon, Topic.SCANS)
         self._results: RowCache[tuple[str, Environment, str, str], ScanResult] = RowCache(self._RESULT_CACHE_SIZE)
 
     async def watch(self, entry: WatchedAddress) -> WatchedAddress:
         """Add an address to a watch list; the existing entry when already watched."""
-        return await commit(self._writer, self._conn, lambda c: _insert_watched(c, entry))
+        return await self._writer.write(lambda c: _insert_watched(c, entry))
 
     async def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
         """Remove an entry; False when it is not the account's."""
@@ -82,7 +91,7 @@ class SqliteScanStore:
             )
             return cur.rowcount == 1
 
-        return await commit(self._writer, self._conn, delete)
+        return await self._writer.write(delete)
 
     def watchlist(self, account_id: str, environment: Environment) -> list[WatchedAddress]:
         """The account's watched addresses in one environment, oldest first."""
@@ -95,11 +104,25 @@ class SqliteScanStore:
     def all_watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
         """Every watched address of every tenant, optionally only newer ones."""
         sql = f"SELECT {_WATCH_COLUMNS} FROM watchlist"
-        args: tuple = ()
+        args: tuple[object, ...] = ()
         if created_after is not None:
             sql += " WHERE created_at > ?"
             args = (ts(created_after),)
         return [_watched(r) for r in self._conn.execute(sql + " ORDER BY created_at, id", args)]
+
+    def export_watchlist(self, chain: str, chunk: int = 10_000) -> Generator[list[tuple[str | None, ...]], None, None]:
+        """Every tenant's entries on ``chain`` (both environments), ordered by (environment,
+        address, account), as raw rows (``WATCH_EXPORT_COLUMNS``) ``chunk`` at a time.
+
+        One read statement (one index range, no sort), so the export is a consistent
+        snapshot of the watch list however long the caller takes; its cursor is closed
+        when the generator is exhausted or closed."""
+        cursor = self._conn.execute(_WATCH_EXPORT_SQL, (chain,))
+        try:
+            while rows := cursor.fetchmany(chunk):
+                yield rows
+        finally:
+            cursor.close()
 
     def latest_result(self, account_id: str, environment: Environment, chain: str, address: str) -> ScanResult | None:
         """The latest stored result for one address, if any."""
@@ -144,5 +167,20 @@ class SqliteScanStore:
             " scanned_at = excluded.scanned_at, source = excluded.source"
             " WHERE excluded.data_as_of >= scan_results.data_as_of"
         )
-        await commit(self._writer, self._conn, lambda c: c.executemany(sql, rows))
+        await self._writer.write(lambda c: c.executemany(sql, rows))
         self._beacon.announce(Topic.SCANS)
+
+
+@contextmanager
+def open_scan_store(path: Path, synchronous: str = "FULL", *, writer: bool = True) -> Iterator[SqliteScanStore]:
+    """A scan store on its own connection to the operational file (migrations applied),
+    saving results through its own group-commit writer (``writer=False``: read-only use,
+    no writer thread); both are closed on exit (the pipelines' runs and sensor)."""
+    conn = open_database(path, synchronous)
+    group = GroupCommitWriter(path, synchronous) if writer else None
+    try:
+        yield SqliteScanStore(conn, group)
+    finally:
+        if group is not None:
+            group.close()
+        conn.close()

@@ -9,115 +9,21 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime
-from importlib import resources
-from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from datetime import datetime
 
 from chains.environment import Environment
 from storage.beacon import ChangeBeacon, StampWatch, Topic
-from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
+from storage.errors import AccountNotFound, DuplicateEmail
 from storage.models import Account, ApiKey, KeyType, Plan
 from storage.row_cache import RowCache
+from storage.sqlite_db import Row, dt, ts, write_transaction
+from storage.writers import DirectWriter, Writer
 
-if TYPE_CHECKING:
-    from storage.group_commit import GroupCommitWriter  # imports this module
-
-_BUSY_TIMEOUT_MS = 5000
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
-def ts(value: datetime | None) -> str | None:
-    """A datetime as stored: ISO 8601 UTC with microseconds."""
-    return None if value is None else value.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def dt(value: str | None) -> datetime | None:
-    """A stored timestamp back as an aware datetime."""
-    return None if value is None else datetime.fromisoformat(value)
-
-
-def connect(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
-    """Open a SQLite file for concurrent multi-process use (WAL, busy timeout)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000)
-    conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute(f"PRAGMA synchronous = {synchronous}")
-    conn.execute("PRAGMA foreign_keys = ON")
-    return conn
-
-
-def _rollback(conn: sqlite3.Connection) -> None:
-    if conn.in_transaction:
-        conn.execute("ROLLBACK")
-
-
-@contextmanager
-def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """Run the block in one ``BEGIN IMMEDIATE`` transaction; map disk faults
-    (full, read-only, locked too long) to ``StoreUnavailable`` so the API answers
-    503 instead of 500. Nothing of a failed block is kept."""
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            _rollback(conn)
-            raise
-        conn.execute("COMMIT")
-    except sqlite3.OperationalError as exc:
-        _rollback(conn)
-        raise StoreUnavailable(f"operational store unavailable: {exc}") from exc
-
-
-def split_statements(script: str) -> list[str]:
-    """The statements of a SQL script. Splitting at every ``;`` would cut a
-    trigger body (``BEGIN ...; END``) apart; a piece is a statement only once
-    SQLite says it is complete."""
-    statements: list[str] = []
-    current = ""
-    for piece in script.split(";"):
-        current += piece + ";"
-        if sqlite3.complete_statement(current):
-            if current.strip(" \t\r\n;"):
-                statements.append(current.strip())
-            current = ""
-    if current.strip(" \t\r\n;"):
-        statements.append(current.strip().rstrip(";"))
-    return statements
-
-
-def migrate(conn: sqlite3.Connection) -> list[str]:
-    """Apply the versioned SQL files in ``storage/migrations`` not applied yet,
-    each in its own transaction; return the names applied now."""
-    conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
-    done = {row[0] for row in conn.execute("SELECT name FROM schema_migrations")}
-    applied: list[str] = []
-    files = sorted(
-        (f for f in resources.files("storage.migrations").iterdir() if f.name.endswith(".sql")),
-        key=lambda f: f.name,
-    )
-    for file in files:
-        if file.name in done:
-            continue
-        statements = split_statements(file.read_text())
-        with write_transaction(conn):
-            # Re-check under the write lock: another process may have just applied it.
-            if conn.execute("SELECT 1 FROM schema_migrations WHERE name = ?", (file.name,)).fetchone():
-                continue
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations VALUES (?, ?)", (file.name, ts(datetime.now(UTC))))
-        applied.append(file.name)
-    return applied
-
-
-def _account(row: sqlite3.Row | tuple) -> Account:
-    return Account(id=row[0], email=row[1], name=row[2], plan=Plan(row[3]), created_at=dt(row[4]))  # type: ignore[arg-type]
+def _account(row: Row) -> Account:
+    return Account(id=row[0], email=row[1], name=row[2], plan=Plan(row[3]), created_at=dt(row[4]))
 
 
 _KEY_COLUMNS = (
@@ -133,7 +39,7 @@ _KEY_BY_HASH_SQL = (
 )
 
 
-def _api_key(row: tuple) -> ApiKey:
+def _api_key(row: Row) -> ApiKey:
     return ApiKey(
         id=row[0],
         account_id=row[1],
@@ -142,47 +48,12 @@ def _api_key(row: tuple) -> ApiKey:
         environment=Environment(row[4]),
         key_hash=row[5],
         prefix=row[6],
-        created_at=dt(row[7]),  # type: ignore[arg-type]
+        created_at=dt(row[7]),
         last_used_at=dt(row[8]),
         expires_at=dt(row[9]),
         deleted_at=dt(row[10]),
         replaced_by=row[11],
     )
-
-
-async def commit(
-    writer: GroupCommitWriter | None, conn: sqlite3.Connection, operation: Callable[[sqlite3.Connection], T]
-) -> T:
-    """Run ``operation`` in a write transaction: through ``writer`` when there is one
-    (an event loop then never waits for SQLite's write lock itself, which another
-    process may hold for up to the busy timeout), else directly on ``conn`` (tools,
-    tests, pipelines without a writer thread)."""
-    if writer is None:
-        with write_transaction(conn) as c:
-            return operation(c)
-    return await writer.write(operation)
-
-
-def insert_or_get(
-    c: sqlite3.Connection, table: str, columns: str, values: tuple, unique: tuple[str, ...], unique_values: tuple
-) -> tuple:
-    """Insert a row unless one with the same ``unique`` key exists, and return the stored
-    row either way: idempotent adds (registering a key twice, watching an address twice)."""
-    c.execute(
-        f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * len(values))})"
-        f" ON CONFLICT ({', '.join(unique)}) DO NOTHING",
-        values,
-    )
-    where = " AND ".join(f"{name} = ?" for name in unique)
-    return c.execute(f"SELECT {columns} FROM {table} WHERE {where}", unique_values).fetchone()
-
-
-def open_database(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
-    """A connection to the operational store with every migration applied; one
-    per process (or worker), shared by that process's repositories."""
-    conn = connect(path, synchronous)
-    migrate(conn)
-    return conn
 
 
 def _touch(c: sqlite3.Connection, key_id: str, at: datetime) -> None:
@@ -203,13 +74,13 @@ class SqliteStore:
 
     _AUTH_CACHE_SIZE = 10_000
 
-    def __init__(self, conn: sqlite3.Connection, writer: GroupCommitWriter | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, writer: Writer | None = None) -> None:
         """``writer``: the API's group-commit writer, which account and key writes go
         through, so the event loop never waits for SQLite's write lock itself (another
         process may hold it up to the busy timeout); without one (tools, tests) they
-        commit on ``conn``."""
+        commit on ``conn`` (``DirectWriter``)."""
         self._conn = conn
-        self._writer = writer
+        self._writer: Writer = writer or DirectWriter(conn)
         self._beacon = ChangeBeacon.beside(conn)
         self._auth_watch = StampWatch(self._beacon, Topic.AUTH)
         self._auth_cache: RowCache[bytes, tuple[ApiKey, Account]] = RowCache(self._AUTH_CACHE_SIZE)
@@ -225,7 +96,7 @@ class SqliteStore:
             )
 
         try:
-            await commit(self._writer, self._conn, insert)
+            await self._writer.write(insert)
         except sqlite3.IntegrityError:
             raise DuplicateEmail("an account with this email already exists", field="email") from None
 
@@ -257,7 +128,7 @@ class SqliteStore:
 
     async def create_api_key(self, key: ApiKey) -> None:
         """Insert a new API key record."""
-        await commit(self._writer, self._conn, lambda c: self._insert_key(c, key))
+        await self._writer.write(lambda c: self._insert_key(c, key))
 
     @staticmethod
     def _insert_key(c: sqlite3.Connection, key: ApiKey) -> None:
@@ -304,7 +175,7 @@ class SqliteStore:
     def list_api_keys(self, account_id: str, environment: Environment | None) -> list[ApiKey]:
         """The account's keys that are not deleted, oldest first."""
         sql = f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = ? AND deleted_at IS NULL"
-        args: tuple = (account_id,)
+        args: tuple[object, ...] = (account_id,)
         if environment is not None:
             sql += " AND environment = ?"
             args += (environment.value,)
@@ -320,7 +191,7 @@ class SqliteStore:
             )
             return cur.rowcount == 1
 
-        deleted = await commit(self._writer, self._conn, delete)
+        deleted = await self._writer.write(delete)
         self._beacon.announce(Topic.AUTH)
         return deleted
 
@@ -338,7 +209,7 @@ class SqliteStore:
             self._insert_key(c, new)
             return True
 
-        if not await commit(self._writer, self._conn, rotate):
+        if not await self._writer.write(rotate):
             return False
         self._beacon.announce(Topic.AUTH)
         return True
@@ -353,14 +224,7 @@ class SqliteStore:
         whose key is due a touch. A full or read-only store must refuse the writes the
         caller asked for (SRV_002), not every read whose key is due a touch.
         """
-        if self._writer is not None:
-            self._writer.submit(lambda c: _touch(c, key_id, at))
-            return
-        try:
-            with write_transaction(self._conn) as c:
-                _touch(c, key_id, at)
-        except StoreUnavailable as exc:
-            log.warning("last-used time of key %s not recorded: %s", key_id, exc)
+        self._writer.submit(lambda c: _touch(c, key_id, at))
 
     def close(self) -> None:
         """Release the connection and the beacon."""

@@ -30,13 +30,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 #: (tests/api/test_passwords.py covers the production parameters).
 CHEAP_PASSWORDS = Passwords(PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1))
 _client_numbers = itertools.count(1)
+#: Client addresses 127.x.y.z with z never 0, each used once per process.
+_client_addresses = (f"127.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255}" for n in itertools.count(1) if n & 255)
 
 
 class ManualClock:
     """A clock that only moves when told to (expiry tests without sleeping)."""
 
     def __init__(self, start: datetime | None = None) -> None:
-        self._now = start or datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
+        self._start = start or datetime(2026, 11, 21, 12, 0, 0, tzinfo=UTC)
+        self._now = self._start
 
     def now(self) -> datetime:
         """The current (manual) time."""
@@ -45,6 +48,11 @@ class ManualClock:
     def advance(self, seconds: float) -> None:
         """Move time forward."""
         self._now += timedelta(seconds=seconds)
+
+    def reset(self) -> None:
+        """Back to the start time: a test that moved a clock shared with other tests puts
+        it back when it ends, so that no test sees the time another one left."""
+        self._now = self._start
 
 
 def create_test_app(settings: Settings, clock: ManualClock) -> Sanic:
@@ -99,8 +107,7 @@ class Lifespan:
 def client_for(app: Sanic, ip: str | None = None) -> httpx.AsyncClient:
     """An HTTP client speaking ASGI to the app, from its own loopback address
     (so rate-limit buckets of different tests do not collide)."""
-    n = next(_client_numbers)
-    address = ip or f"127.{(n >> 16) & 255}.{(n >> 8) & 255}.{n & 255 or 1}"
+    address = ip or next(_client_addresses)
     transport = httpx.ASGITransport(app=app, client=(address, 40000))
     return httpx.AsyncClient(transport=transport, base_url="http://qday.test")
 

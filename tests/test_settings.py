@@ -13,6 +13,7 @@ def test_defaults_are_embedded():
     s = load_settings({})
     assert (s.host, s.port, s.data_dir, s.key_token) == ("127.0.0.1", 8000, Path("var"), "svc")
     assert s.max_body_bytes == 65536
+    assert s.rate_window_seconds == 60
 
 
 def test_environment_overrides_file_and_flags_override_environment(tmp_path):
@@ -23,10 +24,17 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path):
     assert load_settings({"QDAY_CONFIG": str(config)}, port=9003).port == 9003
 
 
+def test_rate_window_comes_from_the_environment_or_the_file(tmp_path):
+    assert load_settings({"QDAY_RATE_WINDOW_SECONDS": "5"}).rate_window_seconds == 5
+    config = tmp_path / "qday.toml"
+    config.write_text("rate_window_seconds = 3600\n")
+    assert load_settings({}, config_file=config).rate_window_seconds == 3600
+
+
 def test_settings_are_frozen():
     s = load_settings({})
     with pytest.raises(AttributeError):
-        s.port = 1  # type: ignore[misc]
+        s.port = 1  # type: ignore[misc]  # the point: frozen settings refuse it
 
 
 @pytest.mark.parametrize(
@@ -41,6 +49,10 @@ def test_settings_are_frozen():
         ({"QDAY_TRUSTED_PROXIES": "not-an-ip"}, "not an IP address"),
         ({"QDAY_SQLITE_SYNCHRONOUS": "OFF"}, "sqlite_synchronous"),
         ({"QDAY_RATE_LIMIT_MULTIPLIER": "0"}, "positive"),
+        ({"QDAY_RATE_WINDOW_SECONDS": "0"}, "rate_window_seconds must be a positive"),
+        ({"QDAY_RATE_WINDOW_SECONDS": "-60"}, "rate_window_seconds must be a positive"),
+        ({"QDAY_RATE_WINDOW_SECONDS": "86401"}, "at most 86400"),
+        ({"QDAY_RATE_WINDOW_SECONDS": "1.5"}, "rate_window_seconds must be an integer"),
     ],
 )
 def test_bad_values_stop_start_up_with_a_clear_message(env, message):

@@ -6,7 +6,6 @@ from sanic import HTTPResponse, Request
 
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import no_content, ok
-from api.errors import ApiError
 from api.models.accounts import (
     AccountOut,
     ApiKeyCreatedOut,
@@ -21,8 +20,8 @@ from api.models.accounts import (
 from api.ratelimit import RateGroup
 from chains.environment import Environment
 from core.clock import iso
+from services.errors import InvalidLogin
 from services.offload import run_blocking
-from services.passwords import PasswordPolicyError
 from storage.models import Account, ApiKey, KeyType
 
 group = EndpointGroup("accounts", "/auth")
@@ -61,10 +60,7 @@ def _key_out(k: ApiKey) -> ApiKeyOut:
 async def register(request: Request, body: RegisterRequest) -> HTTPResponse:
     """Create an account; the password is stored only as an argon2id hash."""
     ctx = request.app.ctx
-    try:
-        ctx.passwords.check_policy(body.password)
-    except PasswordPolicyError as exc:
-        raise ApiError("ACC_003", str(exc), field="password") from None
+    ctx.passwords.check_policy(body.password)
     password_hash = await run_blocking(ctx.executor, ctx.passwords.hash, body.password)
     account = await ctx.accounts.register(body.email, body.name, password_hash)
     return ok(request, _account_out(account), status=201)
@@ -88,7 +84,7 @@ async def login(request: Request, body: LoginRequest) -> HTTPResponse:
     account, stored_hash = ctx.accounts.stored_password_hash(body.email)
     valid = await run_blocking(ctx.executor, ctx.passwords.verify, stored_hash, body.password)
     if not valid or account is None:
-        raise ApiError("ACC_002", "invalid email or password")
+        raise InvalidLogin("invalid email or password")
     token, expires = ctx.accounts.issue_session(account)
     user = SessionUser(id=account.id, email=account.email, plan=account.plan.value)
     return ok(request, LoginOut(token=token, expires_at=iso(expires), user=user))

@@ -22,6 +22,7 @@ from api.ratelimit import RateGroup
 from core.clock import iso
 from services.attestations import CheckResult, HybridInput, check_hybrid, check_plain, hybrid_algorithm
 from services.offload import run_verification
+from services.pq_keys import public_key_from_hex
 from services.signers import chain_of, parse_claimed_signer, scheme_for
 from storage.models import Attestation
 
@@ -97,14 +98,7 @@ async def issue_statement(request: Request, body: StatementRequest) -> HTTPRespo
     chain = chain_of(body.chain)
     algorithm = hybrid_algorithm(body.algorithm)
     claimed = parse_claimed_signer(body.ecdsa_public_key)
-    pqc_public_key = pqc.decode_hex(body.pqc_public_key, field="pqcPublicKey")
-    expected = pqc.SPECS[algorithm].public_key_size
-    if len(pqc_public_key) != expected:
-        raise ApiError(
-            "PQC_002",
-            f"{algorithm.value} public keys are {expected} bytes, got {len(pqc_public_key)}",
-            field="pqcPublicKey",
-        )
+    pqc_public_key = public_key_from_hex(algorithm, body.pqc_public_key, "pqcPublicKey")
     challenge = await request.app.ctx.attestations.issue_statement(
         request.ctx.principal, chain.value, claimed, algorithm, pqc_public_key
     )
@@ -202,6 +196,9 @@ async def verify(request: Request, body: VerifyRequest) -> HTTPResponse:
             stored.chain,
         )
     elif form == "hybrid":
+        # _form_of checked these are present
+        assert body.message is not None and body.ecdsa_signature is not None and body.ecdsa_public_key is not None
+        assert body.pqc_signature is not None and body.pqc_public_key is not None and body.algorithm is not None
         h = _hybrid_input(
             body.message,
             body.ecdsa_signature,
@@ -214,6 +211,9 @@ async def verify(request: Request, body: VerifyRequest) -> HTTPResponse:
             body.context or "",
         )
     else:
+        # _form_of checked these are present
+        assert body.algorithm is not None and body.public_key is not None
+        assert body.message is not None and body.signature is not None
         algorithm = pqc.parse_algorithm(body.algorithm)
         args = (
             algorithm,

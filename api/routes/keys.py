@@ -23,8 +23,9 @@ from api.models.custody import ManagedKeyOut
 from api.ratelimit import RateGroup
 from api.routes.managed import managed_key_out
 from core.clock import iso
-from services.attestations import KEYGEN_CHAINS
+from services.errors import KeyGenerationFailed
 from services.offload import run_blocking, run_verification
+from services.pq_keys import keygen_chain, public_key_from_hex
 from services.statements import REGISTRATION_CONTEXT
 from storage.models import PqKey
 
@@ -55,17 +56,6 @@ def _raw_body(keypair: pqc.KeyPair) -> bytes:
     for value in (keypair.public_key, keypair.private_key, keypair.seed):
         parts += [struct.pack(">H", len(value)), value]
     return b"".join(parts)
-
-
-def _keygen_chain(chain: str) -> str:
-    if chain.lower() not in KEYGEN_CHAINS:
-        raise ApiError(
-            "GEN_001",
-            f"keys can be generated for {', '.join(KEYGEN_CHAINS)}; not for {chain[:40]!r}",
-            field="chain",
-            supported=list(KEYGEN_CHAINS),
-        )
-    return chain.lower()
 
 
 @group.route(
@@ -99,7 +89,7 @@ async def generate_key(request: Request, body: GenerateKeyRequest) -> HTTPRespon
         key = await ctx.managed.create(request.ctx.principal, body.algorithm, body.chain, request.ctx.request_id)
         return ok(request, managed_key_out(key, body.format), status=201)
     algorithm = pqc.parse_algorithm(body.algorithm)
-    chain = _keygen_chain(body.chain)
+    chain = keygen_chain(body.chain)
     expanded = body.private_key_form == "expanded"
     if not expanded and pqc.SPECS[algorithm].family is not pqc.Family.ML_DSA:
         raise ApiError(
@@ -113,8 +103,8 @@ async def generate_key(request: Request, body: GenerateKeyRequest) -> HTTPRespon
     except pqc.PqcError:
         raise
     except Exception as exc:
-        raise ApiError("GEN_002", "key generation failed; nothing was stored") from exc
-    record = await ctx.attestations.record_generated(request.ctx.principal, keypair, chain)
+        raise KeyGenerationFailed("key generation failed; nothing was stored") from exc
+    record = await ctx.pq_keys.record_generated(request.ctx.principal, keypair, chain)
     if body.format == "raw":
         headers = {
             "X-Key-Id": record.id,
@@ -154,15 +144,8 @@ async def generate_key(request: Request, body: GenerateKeyRequest) -> HTTPRespon
 async def registration_challenge(request: Request, body: RegistrationChallengeRequest) -> HTTPResponse:
     """A signed, expiring challenge bound to the caller and the public key."""
     algorithm = pqc.parse_algorithm(body.algorithm)
-    public_key = pqc.decode_hex(body.public_key, field="publicKey")
-    expected = pqc.SPECS[algorithm].public_key_size
-    if len(public_key) != expected:
-        raise ApiError(
-            "PQC_002", f"{algorithm.value} public keys are {expected} bytes, got {len(public_key)}", field="publicKey"
-        )
-    challenge, expires = request.app.ctx.attestations.registration_challenge(
-        request.ctx.principal, algorithm, public_key
-    )
+    public_key = public_key_from_hex(algorithm, body.public_key, "publicKey")
+    challenge, expires = request.app.ctx.pq_keys.registration_challenge(request.ctx.principal, algorithm, public_key)
     out = RegistrationChallengeOut(challenge=challenge, context=REGISTRATION_CONTEXT.hex(), expires_at=iso(expires))
     return ok(request, out)
 
@@ -182,11 +165,11 @@ async def registration_challenge(request: Request, body: RegistrationChallengeRe
 async def register_key(request: Request, body: RegisterKeyRequest) -> HTTPResponse:
     """Register a public key after checking the signature over our challenge."""
     algorithm = pqc.parse_algorithm(body.algorithm)
-    chain = _keygen_chain(body.chain)
+    chain = keygen_chain(body.chain)
     public_key = pqc.decode_hex(body.public_key, field="publicKey")
     signature = pqc.decode_hex(body.signature, field="signature")
     ctx = request.app.ctx
-    ctx.attestations.check_registration(request.ctx.principal, algorithm, public_key, body.challenge)
+    ctx.pq_keys.check_registration(request.ctx.principal, algorithm, public_key, body.challenge)
     await run_verification(
         ctx.executor,
         algorithm.value,
@@ -197,7 +180,7 @@ async def register_key(request: Request, body: RegisterKeyRequest) -> HTTPRespon
         signature,
         REGISTRATION_CONTEXT,
     )
-    record = await ctx.attestations.register(request.ctx.principal, algorithm, chain, public_key)
+    record = await ctx.pq_keys.register(request.ctx.principal, algorithm, chain, public_key)
     return ok(request, _pq_key_out(record), status=201)
 
 
@@ -212,4 +195,4 @@ async def register_key(request: Request, body: RegisterKeyRequest) -> HTTPRespon
 )
 async def list_keys(request: Request) -> HTTPResponse:
     """The caller's registered public keys in its environment."""
-    return ok(request, [_pq_key_out(k) for k in request.app.ctx.attestations.list_keys(request.ctx.principal)])
+    return ok(request, [_pq_key_out(k) for k in request.app.ctx.pq_keys.list_keys(request.ctx.principal)])

@@ -22,7 +22,7 @@ from api.models.custody import (
 )
 from api.ratelimit import RateGroup
 from core.clock import iso
-from services.custody.lifecycle import Usage
+from services.custody.billing import Usage
 from storage.models import ManagedKey, ManagedKeyEvent
 
 group = EndpointGroup("managed")
@@ -52,8 +52,8 @@ def _event_out(e: ManagedKeyEvent) -> ManagedKeyEventOut:
     return ManagedKeyEventOut(
         id=e.id,
         key_id=e.key_id,
-        type=e.type,
-        state=e.state.value,  # type: ignore[arg-type]
+        type=e.type,  # type: ignore[arg-type]  # stored as text; the lifecycle writes only these four
+        state=e.state.value,
         actor=e.actor,
         request_id=e.request_id,
         at=iso(e.at),
@@ -66,7 +66,7 @@ def _usage_out(u: Usage) -> UsageOut:
     return UsageOut(
         month=u.month,
         environment=u.environment.value,
-        active_keys=u.active_keys,  # type: ignore[arg-type]
+        active_keys=u.active_keys,
         key_months=u.key_months,
         signatures=u.signatures,
         signature_blocks=u.signature_blocks,
@@ -143,7 +143,7 @@ async def get_managed_key(request: Request, id: str) -> HTTPResponse:  # noqa: A
     "(QDAY_DELETION_WAIT_DAYS); it cannot sign meanwhile, and POST .../cancel-deletion restores it. "
     "After that date its key material is destroyed irreversibly. Scheduling again: CUS_006.",
 )
-async def delete_managed_key(request: Request, id: str) -> HTTPResponse:  # noqa: A002
+async def delete_managed_key(request: Request, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
     """Start the waiting period."""
     key = await request.app.ctx.managed.schedule_deletion(request.ctx.principal, id, request.ctx.request_id)
     return ok(request, managed_key_out(key))
@@ -160,7 +160,7 @@ async def delete_managed_key(request: Request, id: str) -> HTTPResponse:  # noqa
     tag="custody",
     description="pending_deletion → active. A key that is not pending deletion: CUS_006; destroyed: CUS_005.",
 )
-async def cancel_deletion(request: Request, id: str) -> HTTPResponse:  # noqa: A002
+async def cancel_deletion(request: Request, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
     """End the waiting period early, keeping the key."""
     key = await request.app.ctx.managed.cancel_deletion(request.ctx.principal, id, request.ctx.request_id)
     return ok(request, managed_key_out(key))
@@ -177,7 +177,7 @@ async def cancel_deletion(request: Request, id: str) -> HTTPResponse:  # noqa: A
     tag="custody",
     description="Every state change, oldest first; append-only. Each hash chains the account's previous event.",
 )
-async def key_events(request: Request, id: str) -> HTTPResponse:  # noqa: A002
+async def key_events(request: Request, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
     """The append-only log of one key."""
     return ok(request, [_event_out(e) for e in request.app.ctx.managed.events(request.ctx.principal, id)])
 

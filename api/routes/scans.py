@@ -10,7 +10,7 @@ from api.envelope import no_content, ok
 from api.models.scans import DetectOut, DetectRequest, ScanRequest, WalletScanOut, WatchedOut, WatchRequest
 from api.ratelimit import RateGroup
 from core.clock import iso
-from services.attestations import environment_of
+from services.accounts import environment_of
 from services.scans import candidate_chains, resolve_address
 from storage.models import WatchedAddress
 

@@ -6,7 +6,7 @@ client for every chain. Modules: ``base`` (interface, registry), ``transport`` a
 ``cosmos``, ``tron``, ``prices``; see docs/chain-clients.md.
 """
 
-from chains.clients import cosmos, esplora, evm, solana, tron  # noqa: F401  (register their builders)
+from chains.clients import cosmos, esplora, evm, solana, tron  # noqa: F401  # imported to register their builders
 from chains.clients.base import ChainClient, build_clients
 from chains.clients.transport import Timing
 

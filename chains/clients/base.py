@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import Protocol, TypedDict, TypeVar
 
 import httpx
 
@@ -46,14 +46,36 @@ def typed_addresses(addresses: Sequence[Address], kind: type[A], chain: Chain) -
     An EVM address parsed for ``ethereum`` is accepted by every EVM client: the format is
     the same on all 15 chains.
     """
-    wrong = [a for a in addresses if not isinstance(a, kind)]
-    if wrong:
-        raise InvalidAddress(
-            f"the {chain} client takes {kind.family} addresses, got a {wrong[0].family} address ({wrong[0]})",
-            chain=str(chain),
-            address=str(wrong[0]),
-        )
-    return list(addresses)  # type: ignore[arg-type]
+    typed: list[A] = []
+    for address in addresses:
+        if not isinstance(address, kind):
+            raise InvalidAddress(
+                f"the {chain} client takes {kind.family} addresses, got a {address.family} address ({address})",
+                chain=str(chain),
+                address=str(address),
+            )
+        typed.append(address)
+    return typed
+
+
+class ActivityTimes(TypedDict):
+    """``Snapshot.observation``'s first and last activity, for a client that sets them together."""
+
+    first_activity: datetime | None
+    last_activity: datetime | None
+
+
+class AccountCounts(TypedDict):
+    """``Snapshot.observation``'s balance and counts, for a client that shares them between its cases."""
+
+    balance: int
+    tx_count: int
+    outbound_tx_count: int
+    address_reuse_count: int
+
+
+class CountsAndTimes(AccountCounts, ActivityTimes):
+    """Both of the above."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from chains.clients.base import Snapshot, register, typed_addresses
+from chains.clients.base import AccountCounts, Snapshot, register, typed_addresses
 from chains.clients.transport import Timing, Transport
 from chains.codecs.address import Address
 from chains.codecs.cosmos import CosmosAddress
@@ -171,7 +171,7 @@ class CosmosClient:
         (account, height), balance = await asyncio.gather(self.account(address), self.balance(address))
         snapshot = Snapshot(self.chain, self.source, height, now)
         sequence = account.sequence if account else 0
-        common = {
+        common: AccountCounts = {
             "balance": balance,
             "tx_count": sequence,
             "outbound_tx_count": sequence,

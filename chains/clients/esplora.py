@@ -144,7 +144,7 @@ class EsploraClient:
 
     async def observe(self, addresses: Sequence[Address]) -> list[Observation]:
         """One observation per address: confirmed balance, counts, exposure, revealed key."""
-        typed = typed_addresses(addresses, BitcoinAddress, self.chain)
+        typed = typed_addresses(addresses, BitcoinAddress, self.chain)  # type: ignore[type-abstract]  # abstract is fine for isinstance (mypy#4717)
         wrong = [a for a in typed if a.network is not self.network]
         if wrong:
             raise InvalidAddress(
@@ -246,7 +246,7 @@ class EsploraClient:
             tx_count=stats.tx_count,
             outbound_tx_count=spending_txs if complete else max(spending_txs, min(stats.spent_txo_count, 1)),
             exposure=exposure,
-            public_key=(info.keys or revealed or [None])[0],
+            public_key=next(iter(info.keys or revealed), None),
             address_reuse_count=max(stats.funded_txo_count - 1, 0),
             first_activity=datetime.fromtimestamp(min(times), UTC) if complete and times else None,
             last_activity=datetime.fromtimestamp(max(times), UTC) if times else None,

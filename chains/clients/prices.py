@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import httpx
 from web3.exceptions import Web3Exception
@@ -123,7 +123,10 @@ class ChainlinkPrices:
                 raise ChainUnavailable(f"{self._transport.label}: batch failed ({type(exc).__name__}: {exc})") from None
         found = {}
         for i, symbol in enumerate(wanted):
-            price = self._price(symbol, results[2 * i], results[2 * i + 1])
+            # web3 types batch results as raw RPCResponse dicts, but contract calls come back
+            # ABI-decoded: decimals() as an int, latestRoundData() as a tuple of five ints.
+            decimals, round_data = cast(int, results[2 * i]), cast(Sequence[int], results[2 * i + 1])
+            price = self._price(symbol, decimals, round_data)
             if price is not None:
                 found[symbol] = price
         return found

@@ -39,7 +39,7 @@ from typing import Any
 
 import httpx
 
-from chains.clients.base import Snapshot, register, typed_addresses
+from chains.clients.base import CountsAndTimes, Snapshot, register, typed_addresses
 from chains.clients.jsonrpc import Call, JsonRpc, RpcError
 from chains.clients.transport import Timing, Transport
 from chains.codecs.address import Address
@@ -224,7 +224,7 @@ class SolanaClient:
         snapshot: Snapshot, address: SolanaAddress, account: SolanaAccount, history: SignatureHistory
     ) -> Observation:
         times = history.block_times
-        common = {
+        common: CountsAndTimes = {
             "balance": account.lamports,
             "tx_count": history.count,
             "outbound_tx_count": 0,

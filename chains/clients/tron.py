@@ -26,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from chains.clients.base import Snapshot, register, typed_addresses
+from chains.clients.base import ActivityTimes, Snapshot, register, typed_addresses
 from chains.clients.recovery import recover_account_key
 from chains.clients.transport import Timing, Transport
 from chains.codecs.address import Address
@@ -116,7 +116,7 @@ class TronClient:
         if isinstance(balance, bool) or not isinstance(balance, int) or balance < 0:
             raise MalformedChainData(f"{self.api.label}: balance of {address} is not a non-negative integer")
         activated = bool(account)
-        times = {
+        times: ActivityTimes = {
             "first_activity": _millis(account.get("create_time")),
             "last_activity": _millis(account.get("latest_opration_time")),
         }

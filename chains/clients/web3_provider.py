@@ -38,6 +38,6 @@ class TransportProvider(AsyncJSONBaseProvider):
         return cast(RPCResponse, reply.data)
 
 
-def web3_over(transport: Transport) -> AsyncWeb3:
+def web3_over(transport: Transport) -> AsyncWeb3[TransportProvider]:
     """An ``AsyncWeb3`` whose requests go through ``transport``."""
     return AsyncWeb3(TransportProvider(transport))

@@ -144,7 +144,7 @@ class QdayClient:
         if response.status_code >= 400:
             raise error_from_response(response.status_code, body, request_id, retry_after_seconds(response))
         if result is None:
-            return None  # type: ignore[return-value]
+            return None  # type: ignore[return-value]  # result=None means the caller expects no body
         if not isinstance(body, dict) or "data" not in body:
             raise ServerError(
                 "SRV_001",

@@ -1,25 +1,15 @@
-"""Managed custody: where managed ML-DSA private keys live.
+"""Managed custody: keys whose private half the service holds.
 
-``KeyCustody`` (``services.custody.backend``) is the interface; the embedded default
-is ``Pkcs11WrappedSeedCustody`` (``services.custody.pkcs11``): a PKCS#11
-token (SoftHSM2 unless configured otherwise) holds one non-extractable AES-256
-key, and every ML-DSA seed is kept only wrapped by it. See docs/custody.md.
+| module        | holds                                                                      |
+|---------------|----------------------------------------------------------------------------|
+| ``backend``   | the ``KeyCustody`` interface, key binding, seed handling, algorithm policy  |
+| ``pkcs11``    | the embedded backend: seeds wrapped by a PKCS#11 token's AES key            |
+| ``softhsm``   | SoftHSM2 token set-up (layout, PIN files, ``softhsm2-util``) and its CLI    |
+| ``lifecycle`` | create, sign, schedule/cancel deletion, audit events                       |
+| ``billing``   | per-month metering of managed keys and signatures                          |
+| ``purge``     | destruction of keys whose waiting period is over                           |
+| ``factory``   | the backend and the service the settings name                              |
+| ``errors``    | what custody refuses or fails with                                         |
+
+See docs/custody.md.
 """
-
-from services.custody.backend import (
-    CustodyError,
-    CustodyIntegrityError,
-    CustodyKey,
-    CustodyUnavailable,
-    KeyCustody,
-    binding_for,
-)
-
-__all__ = [
-    "CustodyError",
-    "CustodyIntegrityError",
-    "CustodyKey",
-    "CustodyUnavailable",
-    "KeyCustody",
-    "binding_for",
-]

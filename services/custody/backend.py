@@ -27,38 +27,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from cryptography.hazmat.primitives.asymmetric import mldsa as _cg
-
 from pqc import SPECS, Algorithm, Family
-from storage.errors import StorageError
 
 #: Algorithms a managed key may use: ML-DSA only (the spec's rule).
 MANAGED_ALGORITHMS = (Algorithm.ML_DSA_44, Algorithm.ML_DSA_65, Algorithm.ML_DSA_87)
-
-_FROM_SEED = {
-    Algorithm.ML_DSA_44: _cg.MLDSA44PrivateKey.from_seed_bytes,
-    Algorithm.ML_DSA_65: _cg.MLDSA65PrivateKey.from_seed_bytes,
-    Algorithm.ML_DSA_87: _cg.MLDSA87PrivateKey.from_seed_bytes,
-}
-
-
-class CustodyError(StorageError):
-    """Base of custody failures; ``code`` is the API error code."""
-
-    code = "CUS_004"
-
-
-class CustodyUnavailable(CustodyError):
-    """The custody backend cannot be reached or is not configured (503 CUS_004)."""
-
-    code = "CUS_004"
-
-
-class CustodyIntegrityError(CustodyError):
-    """Stored key material failed its integrity check: tampered with, moved to
-    another row, or wrapped under a key this token does not hold (500 CUS_007)."""
-
-    code = "CUS_007"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,11 +89,6 @@ def new_seed() -> bytearray:
         while filled < len(seed):
             filled += source.readinto(view[filled:]) or 0
     return seed
-
-
-def public_key_from_seed(algorithm: Algorithm, seed: bytearray) -> bytes:
-    """The ML-DSA public key of a 32-byte seed (FIPS 204 ML-DSA.KeyGen_internal)."""
-    return _FROM_SEED[algorithm](seed).public_key().public_bytes_raw()
 
 
 def wipe(buffer: bytearray) -> None:

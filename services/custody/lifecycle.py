@@ -1,6 +1,6 @@
 """Managed custody: keys whose private half the service holds, behind ``KeyCustody``.
 
-Free of Sanic; raises ``ApiError`` (or storage/custody errors carrying a code).
+Free of HTTP; raises domain errors (``services.custody.errors``, ``services.errors``).
 Life of a key::
 
     create ──▶ active ──DELETE──▶ pending_deletion ──(wait ≥ 7 days, purge)──▶ destroyed
@@ -10,8 +10,9 @@ Life of a key::
 Signing needs a Pro or Enterprise plan and an active key; every state change
 appends an event to the account's audit log in the same transaction; each
 signature is counted per key and calendar month (UTC) before it is returned.
-``purge_due`` runs periodically in the server, and ``purge_due_keys`` runs it from
-``qday admin purge-keys`` (or a scheduler): concurrent runs are safe.
+``purge_due`` runs periodically in the server (``services.custody.purge``) and from
+``qday admin purge-keys`` (or a scheduler): concurrent runs are safe. Metering is
+``services.custody.billing``; the backend the settings name, ``services.custody.factory``.
 """
 
 from __future__ import annotations
@@ -21,26 +22,32 @@ import contextlib
 import hashlib
 import json
 import logging
-import math
-import re
-import sqlite3
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import pqc
-from api.errors import ApiError
-from chains.environment import Environment
-from core.clock import Clock, SystemClock, iso
+from core.clock import Clock, iso
+from core.errors import DomainError
 from core.ids import new_id
-from services.accounts import Principal
-from services.attestations import KEYGEN_CHAINS, environment_of
-from services.custody import CustodyUnavailable, KeyCustody, binding_for
-from services.custody.backend import MANAGED_ALGORITHMS
+from services.accounts import Principal, environment_of
+from services.custody.backend import MANAGED_ALGORITHMS, KeyCustody, binding_for
+from services.custody.billing import Usage, month_bounds, month_of, usage_of
+from services.custody.errors import (
+    AlgorithmNotManaged,
+    CustodyUnavailable,
+    InvalidKeyState,
+    KeyDestroyed,
+    KeyPendingDeletion,
+    PlanRequired,
+)
+from services.errors import InvalidRequest, KeyGenerationFailed, NotFound
 from services.offload import run_blocking
-from storage.models import KeyOrigin, ManagedKey, ManagedKeyEvent, ManagedKeyState, ManagedKeyUsage, Plan, PqKey
+from services.pq_keys import keygen_chain
+from storage.errors import StorageError
+from storage.models import KeyOrigin, ManagedKey, ManagedKeyEvent, ManagedKeyState, Plan, PqKey
 from storage.repository import ManagedKeyStore
 
 log = logging.getLogger("qday.custody")
@@ -50,26 +57,7 @@ T = TypeVar("T")
 MANAGED_PLANS = (Plan.PRO, Plan.ENTERPRISE)
 #: The spec's minimum waiting period between a deletion request and destruction.
 MIN_DELETION_WAIT_DAYS = 7
-#: Signatures per billing block (spec: billed "per 10,000 signing operations").
-SIGNATURES_PER_BLOCK = 10_000
 PURGE_ACTOR = "system:purge"
-_MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
-
-
-def month_of(at: datetime) -> str:
-    """The calendar month (UTC) of a time, as ``YYYY-MM``."""
-    return at.astimezone(UTC).strftime("%Y-%m")
-
-
-def month_bounds(month: str) -> tuple[datetime, datetime]:
-    """[start, end) of a ``YYYY-MM`` month in UTC; REQ_001 when malformed."""
-    match = _MONTH.match(month)
-    if match is None:
-        raise ApiError("REQ_001", "invalid request: month must be YYYY-MM (field 'month')", field="month")
-    year, number = int(match.group(1)), int(match.group(2))
-    start = datetime(year, number, 1, tzinfo=UTC)
-    end = datetime(year + (number == 12), number % 12 + 1, 1, tzinfo=UTC)
-    return start, end
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,20 +69,6 @@ class Signed:
     context: bytes
     message_sha256: str
     signed_at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Usage:
-    """Managed-custody counts of one account, environment and month."""
-
-    month: str
-    environment: Environment
-    active_keys: int
-    key_months: int
-    signatures: int
-    signature_blocks: int
-    billable_units: int
-    keys: list[ManagedKeyUsage]
 
 
 def _binding(key: ManagedKey) -> bytes:
@@ -122,7 +96,6 @@ class ManagedCustodyService:
         self._executor = executor
         self._wait = timedelta(days=deletion_wait_days)
         self._unavailable_reason = unavailable_reason or "no custody backend is configured"
-        self._purge_task: asyncio.Task[None] | None = None
 
     @property
     def custody(self) -> KeyCustody | None:
@@ -140,8 +113,7 @@ class ManagedCustodyService:
     def require_plan(principal: Principal) -> None:
         """CUS_001 unless the account's plan includes managed custody."""
         if principal.account.plan not in MANAGED_PLANS:
-            raise ApiError(
-                "CUS_001",
+            raise PlanRequired(
                 f"managed custody requires the Pro or Enterprise plan; this account is on "
                 f"{principal.account.plan.value}",
                 plan=principal.account.plan.value,
@@ -153,8 +125,7 @@ class ManagedCustodyService:
         """An ML-DSA algorithm; PQC_001 for unknown names, CUS_003 for SLH-DSA."""
         algorithm = pqc.parse_algorithm(name)
         if algorithm not in MANAGED_ALGORITHMS:
-            raise ApiError(
-                "CUS_003",
+            raise AlgorithmNotManaged(
                 f"managed keys are ML-DSA only; {algorithm.value} keys can only be generated "
                 "in self custody (custody: self) and cannot be moved into managed custody",
                 field="algorithm",
@@ -167,29 +138,27 @@ class ManagedCustodyService:
         key = self._store.get(principal.account.id, environment_of(principal), key_id)
         if key is None:
             # Another account's or environment's key looks exactly like a missing one.
-            raise ApiError("REQ_005", f"no managed key {key_id[:40]} in this account and environment", field="id")
+            raise NotFound(f"no managed key {key_id[:40]} in this account and environment", field="id")
         return key
 
     @staticmethod
-    def _state_error(key: ManagedKey, action: str) -> ApiError:
-        if key.state is ManagedKeyState.DESTROYED:
-            return ApiError(
-                "CUS_005",
-                f"managed key {key.id} was destroyed at {iso(key.destroyed_at)}; its private key no longer exists",
+    def _state_error(key: ManagedKey, action: str) -> DomainError:
+        if key.state is ManagedKeyState.DESTROYED and key.destroyed_at is not None:
+            destroyed = iso(key.destroyed_at)
+            return KeyDestroyed(
+                f"managed key {key.id} was destroyed at {destroyed}; its private key no longer exists",
                 state=key.state.value,
-                destroyedAt=iso(key.destroyed_at),
-            )  # type: ignore[arg-type]
-        if key.state is ManagedKeyState.PENDING_DELETION and action == "sign":
-            return ApiError(
-                "CUS_002",
-                f"managed key {key.id} is pending deletion (scheduled for "
-                f"{iso(key.deletion_scheduled_at)}); cancel the deletion to sign with it",  # type: ignore[arg-type]
+                destroyedAt=destroyed,
+            )
+        if key.state is ManagedKeyState.PENDING_DELETION and key.deletion_scheduled_at is not None and action == "sign":
+            due = iso(key.deletion_scheduled_at)
+            return KeyPendingDeletion(
+                f"managed key {key.id} is pending deletion (scheduled for {due}); cancel the deletion to sign with it",
                 state=key.state.value,
-                deletionScheduledAt=iso(key.deletion_scheduled_at),
-            )  # type: ignore[arg-type]
+                deletionScheduledAt=due,
+            )
         scheduled = iso(key.deletion_scheduled_at) if key.deletion_scheduled_at else None
-        return ApiError(
-            "CUS_006",
+        return InvalidKeyState(
             f"cannot {action} managed key {key.id} in state {key.state.value}",
             state=key.state.value,
             deletionScheduledAt=scheduled,
@@ -233,13 +202,7 @@ class ManagedCustodyService:
         ``created`` event and its public-key registration in one transaction."""
         self.require_plan(principal)
         algorithm = self.managed_algorithm(algorithm_name)
-        if chain.lower() not in KEYGEN_CHAINS:
-            raise ApiError(
-                "GEN_001",
-                f"keys can be generated for {', '.join(KEYGEN_CHAINS)}; not for {chain[:40]!r}",
-                field="chain",
-                supported=list(KEYGEN_CHAINS),
-            )
+        chain = keygen_chain(chain)
         custody = self._backend()
         env = environment_of(principal)
         key_id = new_id("key")
@@ -249,7 +212,7 @@ class ManagedCustodyService:
         except CustodyUnavailable:
             raise
         except Exception as exc:
-            raise ApiError("GEN_002", "managed key generation failed; nothing was stored") from exc
+            raise KeyGenerationFailed("managed key generation failed; nothing was stored") from exc
         now = self._clock.now()
         fingerprint = pqc.public_key_fingerprint(made.public_key)
         key = ManagedKey(
@@ -310,15 +273,13 @@ class ManagedCustodyService:
         self.require_plan(principal)
         algorithm = self.managed_algorithm(algorithm_name)
         if len(context) > pqc.MAX_CONTEXT_BYTES:
-            raise ApiError(
-                "REQ_001",
+            raise InvalidRequest(
                 f"invalid request: context must be at most {pqc.MAX_CONTEXT_BYTES} bytes (field 'context')",
                 field="context",
             )
         key = self._key(principal, key_id)
         if key.algorithm != algorithm.value:
-            raise ApiError(
-                "REQ_001",
+            raise InvalidRequest(
                 f"invalid request: managed key {key.id} is {key.algorithm}, not {algorithm.value} (field 'algorithm')",
                 field="algorithm",
                 keyAlgorithm=key.algorithm,
@@ -394,12 +355,7 @@ class ManagedCustodyService:
         month = month or month_of(self._clock.now())
         start, end = month_bounds(month)
         env = environment_of(principal)
-        keys = self._store.usage(principal.account.id, env, month, start, end)
-        signatures = sum(k.signatures for k in keys)
-        key_months = len(keys)
-        blocks = math.ceil(signatures / SIGNATURES_PER_BLOCK)
-        active = sum(1 for k in keys if k.state is ManagedKeyState.ACTIVE)
-        return Usage(month, env, active, key_months, signatures, blocks, key_months + blocks, keys)
+        return usage_of(month, env, self._store.usage(principal.account.id, env, month, start, end))
 
     # --- destruction ------------------------------------------------------------------------
 
@@ -410,6 +366,8 @@ class ManagedCustodyService:
         now = self._clock.now()
         destroyed: list[str] = []
         for key in self._store.due_for_destruction(now, limit):
+            # A key due for destruction was asked to be deleted and has a due time.
+            assert key.deletion_requested_at is not None and key.deletion_scheduled_at is not None
             event = self._event(
                 key,
                 None,
@@ -417,9 +375,9 @@ class ManagedCustodyService:
                 ManagedKeyState.DESTROYED,
                 now,
                 None,
-                deletionRequestedAt=iso(key.deletion_requested_at),  # type: ignore[arg-type]
+                deletionRequestedAt=iso(key.deletion_requested_at),
                 deletionScheduledAt=iso(key.deletion_scheduled_at),
-            )  # type: ignore[arg-type]
+            )
             if not await self._store.destroy(key.id, now, event):
                 continue  # cancelled meanwhile, or another process destroyed it first
             destroyed.append(key.id)
@@ -429,94 +387,12 @@ class ManagedCustodyService:
                 except Exception as exc:  # noqa: BLE001 - the store no longer references it
                     log.warning("custody backend could not destroy %s: %s", key.id, type(exc).__name__)
         if destroyed:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(StorageError):  # best effort; SQLite checkpoints later anyway
                 self._store.release_space()
             log.info("destroyed %d managed key(s): %s", len(destroyed), ", ".join(destroyed))
         return destroyed
 
-    def start_purge_loop(self, interval_seconds: float) -> None:
-        """Run ``purge_due`` now and then every ``interval_seconds`` on the running loop."""
-        if interval_seconds > 0 and self._purge_task is None:
-            self._purge_task = asyncio.get_running_loop().create_task(self._purge_forever(interval_seconds))
-
-    async def _purge_forever(self, interval_seconds: float) -> None:
-        while True:
-            try:
-                await self.purge_due()
-            except Exception as exc:  # noqa: BLE001 - retried at the next tick
-                log.warning("managed-key purge failed: %s", type(exc).__name__)
-            await asyncio.sleep(interval_seconds)
-
     def close(self) -> None:
-        """Stop the purge loop and release the custody backend."""
-        if self._purge_task is not None:
-            self._purge_task.cancel()
-            self._purge_task = None
+        """Release the custody backend."""
         if self._custody is not None:
             self._custody.close()
-
-
-def open_custody_backend(settings: Any) -> KeyCustody:
-    """The custody backend the settings name; raises ``CustodyUnavailable``."""
-    from services.custody.pkcs11 import Pkcs11WrappedSeedCustody, open_softhsm, resolve_softhsm_conf
-
-    if settings.custody_backend == "disabled":
-        raise CustodyUnavailable("managed custody is disabled (custody_backend = disabled)")
-    if settings.custody_backend == "softhsm":
-        conf = resolve_softhsm_conf(settings.softhsm_conf, settings.data_dir)
-        return open_softhsm(
-            conf,
-            settings.custody_token_label,
-            settings.custody_pin,
-            settings.custody_wrap_key_label,
-            settings.custody_module,
-        )
-    return Pkcs11WrappedSeedCustody(
-        settings.custody_module, settings.custody_token_label, settings.custody_pin, settings.custody_wrap_key_label
-    )
-
-
-def open_managed_custody(
-    settings: Any, store: ManagedKeyStore, clock: Clock, executor: Executor | None
-) -> ManagedCustodyService:
-    """The service for a server: the configured backend, or none (CUS_004 on use)
-    when it cannot be opened, so the rest of the API still starts."""
-    custody: KeyCustody | None = None
-    reason = ""
-    try:
-        custody = open_custody_backend(settings)
-        log.info("managed custody: %s", custody.describe())
-    except Exception as exc:  # noqa: BLE001 - the rest of the API must still start
-        reason = f"{type(exc).__name__}: {exc}"
-        log.warning("managed custody unavailable (%s); managed-custody calls answer CUS_004", reason)
-    return ManagedCustodyService(store, custody, clock, executor, settings.deletion_wait_days, reason)
-
-
-def purge_due_keys(settings: Any, clock: Clock | None = None) -> list[str]:
-    """Destroy the managed keys whose waiting period is over, from outside the
-    server (``qday admin purge-keys``, a Dagster schedule). The embedded
-    backend keeps nothing per key on the token, so this needs only the store."""
-    from storage.managed_keys_sqlite import SqliteManagedKeyStore
-    from storage.sqlite import open_database
-
-    conn = open_database(settings.operational_db, settings.sqlite_synchronous)
-    try:
-        service = ManagedCustodyService(
-            SqliteManagedKeyStore(conn), None, clock or SystemClock(), None, settings.deletion_wait_days
-        )
-        return asyncio.run(service.purge_due(limit=100_000))
-    finally:
-        conn.close()
-
-
-__all__ = [
-    "MANAGED_PLANS",
-    "ManagedCustodyService",
-    "Signed",
-    "Usage",
-    "month_bounds",
-    "month_of",
-    "open_custody_backend",
-    "open_managed_custody",
-    "purge_due_keys",
-]

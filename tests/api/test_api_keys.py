@@ -94,7 +94,7 @@ def test_credential_kinds_per_endpoint_class():
     }
     for credential, kinds in allowed.items():
         for kind in ("session", "secret", "publishable"):
-            principal = Principal(account=None, kind=kind, credential_id="x", environment=None)  # type: ignore[arg-type]
+            principal = Principal(account=None, kind=kind, credential_id="x", environment=None)  # type: ignore[arg-type]  # the check reads only the kind
             if kind in kinds:
                 _check_kind(principal, credential)
             else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,15 +28,23 @@ DAY = 86400
 
 
 @pytest.fixture(scope="module")
-def mclock() -> ManualClock:
-    """This module's clock."""
+def mapp_clock() -> ManualClock:
+    """The clock of the module's app; tests move it through ``mclock``."""
     return ManualClock(datetime(2026, 11, 21, 12, 0, tzinfo=UTC))
 
 
+@pytest.fixture
+def mclock(mapp_clock) -> Iterator[ManualClock]:
+    """The module app's clock for a test to move, back at its start time when the test ends."""
+    yield mapp_clock
+    mapp_clock.reset()
+
+
 @pytest.fixture(scope="module")
-async def mapp(tmp_path_factory, mclock):
+async def mapp(tmp_path_factory, mapp_clock):
     """An app with managed custody on the process's throw-away SoftHSM2 token."""
-    async with running_app(load_settings({}, data_dir=tmp_path_factory.mktemp("managed-api")), mclock) as application:
+    settings = load_settings({}, data_dir=tmp_path_factory.mktemp("managed-api"))
+    async with running_app(settings, mapp_clock) as application:
         yield application
 
 

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 import pqc
-from services.custody.pkcs11 import SoftHsmLayout, open_softhsm
+from services.custody.softhsm import SoftHsmLayout, open_softhsm
 from tests.custody.support import (
     files_containing,
     managed_seeds,
@@ -109,10 +109,10 @@ def test_concurrent_managed_signing_on_two_workers_leaks_nothing(two_workers):
 
 _SIGN_AFTER_RESTART = """
 import sqlite3, sys
-from services.custody.lifecycle import open_custody_backend
+from services.custody.factory import open_custody_backend
 from services.settings import load_settings
 from pqc import Algorithm
-from services.custody import binding_for
+from services.custody.backend import binding_for
 settings = load_settings(data_dir=sys.argv[1])
 conn = sqlite3.connect(settings.operational_db)
 key_id, account, env, alg, ref = conn.execute(

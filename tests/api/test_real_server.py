@@ -11,6 +11,7 @@ import asyncio
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
 import httpx
 import pytest
@@ -19,13 +20,20 @@ from tests.support import REPO_ROOT, ServerProcess
 
 pytestmark = pytest.mark.slow
 _ip_numbers = iter(range(1, 250))
+#: The server's rate-limit window: an hour, so a burst almost never straddles two windows
+#: (and when one does, ``_in_one_window`` repeats it at the start of the next one).
+WINDOW_SECONDS = 3600
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """Two workers; 127.0.0.1 is a trusted proxy so each test can act from its own
     X-Forwarded-For address (a header value only: no traffic leaves loopback)."""
-    proc = ServerProcess(tmp_path_factory.mktemp("real-server"), workers=2, env={"QDAY_TRUSTED_PROXIES": "127.0.0.1"})
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("real-server"),
+        workers=2,
+        env={"QDAY_TRUSTED_PROXIES": "127.0.0.1", "QDAY_RATE_WINDOW_SECONDS": str(WINDOW_SECONDS)},
+    )
     yield proc
     proc.stop()
 
@@ -34,10 +42,37 @@ def _as_ip() -> dict[str, str]:
     return {"X-Forwarded-For": f"127.9.0.{next(_ip_numbers)}"}
 
 
-def _wait_for_fresh_window(min_left: float = 20.0) -> None:
-    left = 60 - time.time() % 60
-    if left < min_left:
-        time.sleep(left + 0.2)
+def _in_one_window(burst: Callable[[], list[httpx.Response]]) -> list[httpx.Response]:
+    """The responses of a burst (from a fresh address each time) all counted in one window.
+
+    A window turned over mid-burst when the responses disagree on ``X-RateLimit-Reset``; the
+    burst is then run once more, which starts right after that turn, with a whole window
+    ahead of it: no waiting on the wall clock."""
+    responses = burst()
+    if len({r.headers["x-ratelimit-reset"] for r in responses}) > 1:
+        responses = burst()
+    assert len({r.headers["x-ratelimit-reset"] for r in responses}) == 1
+    return responses
+
+
+def _assert_counted_exactly(responses: list[httpx.Response], allowed: int, limit: int, allowed_status: int) -> None:
+    """``allowed`` requests passed, each seeing its own count (no count lost or doubled between
+    workers), and every refusal is a 429 with headers and a Retry-After within the window."""
+    statuses = [r.status_code for r in responses]
+    assert statuses.count(allowed_status) == allowed
+    assert statuses.count(429) == len(responses) - allowed
+    passed = [r for r in responses if r.status_code == allowed_status]
+    assert sorted(int(r.headers["x-ratelimit-remaining"]) for r in passed) == list(range(limit - allowed, limit))
+    reset = int(responses[0].headers["x-ratelimit-reset"])
+    assert reset % WINDOW_SECONDS == 0
+    for r in responses:
+        assert r.headers["x-ratelimit-limit"] == str(limit)
+        if r.status_code == 429:
+            assert r.json()["error"]["code"] == "RATE_001"
+            assert r.headers["x-ratelimit-remaining"] == "0"
+            retry_after = int(r.headers["retry-after"])
+            assert 1 <= retry_after <= WINDOW_SECONDS
+            assert abs(reset - time.time() - retry_after) < 60  # the seconds left in the window
 
 
 def _tenant(base: str, headers: dict[str, str]) -> tuple[str, str, str]:
@@ -54,38 +89,28 @@ def _tenant(base: str, headers: dict[str, str]) -> tuple[str, str, str]:
     return email, password, key
 
 
-async def _burst(base: str, n: int, method: str, path: str, headers: dict[str, str], json=None) -> list[int]:
+async def _burst(base: str, n: int, method: str, path: str, headers: dict[str, str], json=None) -> list[httpx.Response]:
     limits = httpx.Limits(max_connections=n)
     async with httpx.AsyncClient(base_url=base, limits=limits, timeout=60) as c:
-        responses = await asyncio.gather(*(c.request(method, path, headers=headers, json=json) for _ in range(n)))
-    return [r.status_code for r in responses]
+        return list(await asyncio.gather(*(c.request(method, path, headers=headers, json=json) for _ in range(n))))
 
 
 def test_exactly_the_ip_limit_succeeds_under_concurrency(server):
-    _wait_for_fresh_window()
-    statuses = asyncio.run(
-        _burst(
-            server.base_url,
-            30,
-            "POST",
-            "/v1/auth/login",
-            _as_ip(),
-            json={"email": "nobody@example.com", "password": "x" * 12},
-        )
-    )
-    assert statuses.count(401) == 10
-    assert statuses.count(429) == 20
+    def burst() -> list[httpx.Response]:
+        body = {"email": "nobody@example.com", "password": "x" * 12}
+        return asyncio.run(_burst(server.base_url, 30, "POST", "/v1/auth/login", _as_ip(), json=body))
+
+    _assert_counted_exactly(_in_one_window(burst), allowed=10, limit=10, allowed_status=401)
 
 
 def test_exactly_the_key_limit_succeeds_under_concurrency(server):
-    ip = _as_ip()
-    _wait_for_fresh_window(30)
-    _, _, key = _tenant(server.base_url, ip)
-    statuses = asyncio.run(
-        _burst(server.base_url, 100, "GET", "/v1/auth/api-keys", {**ip, "Authorization": f"Bearer {key}"})
-    )
-    assert statuses.count(200) == 60
-    assert statuses.count(429) == 40
+    def burst() -> list[httpx.Response]:
+        ip = _as_ip()
+        _, _, key = _tenant(server.base_url, ip)
+        headers = {**ip, "Authorization": f"Bearer {key}"}
+        return asyncio.run(_burst(server.base_url, 100, "GET", "/v1/auth/api-keys", headers))
+
+    _assert_counted_exactly(_in_one_window(burst), allowed=60, limit=60, allowed_status=200)
 
 
 def test_admin_set_plan_takes_effect_on_a_running_server(server):

@@ -7,6 +7,7 @@ closed port, so upstream failure is real too.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
 from eth_account import Account
@@ -31,16 +32,24 @@ def anvil():
 
 
 @pytest.fixture(scope="module")
-def scan_clock() -> ManualClock:
+def scan_app_clock() -> ManualClock:
+    """The clock of the module's app; tests move it through ``scan_clock``."""
     return ManualClock()
 
 
+@pytest.fixture
+def scan_clock(scan_app_clock) -> Iterator[ManualClock]:
+    """The module app's clock for a test to move, back at its start time when the test ends."""
+    yield scan_app_clock
+    scan_app_clock.reset()
+
+
 @pytest.fixture(scope="module")
-async def scan_app(anvil, scan_clock, tmp_path_factory):
+async def scan_app(anvil, scan_app_clock, tmp_path_factory):
     closed = f"http://127.0.0.1:{free_port()}"
     env = {"QDAY_ETHEREUM_RPC_URL": anvil.url, "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url, "QDAY_POLYGON_RPC_URL": closed}
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("scan-data"))
-    async with running_app(settings, scan_clock) as app:
+    async with running_app(settings, scan_app_clock) as app:
         yield app
 
 

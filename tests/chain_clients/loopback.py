@@ -71,7 +71,7 @@ class Loopback:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
         await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]  # started above, so it has sockets
         self.url = f"http://127.0.0.1:{port}"
         return self
 

@@ -23,8 +23,8 @@ from chains.errors import InvalidAddress, MalformedChainData
 from chains.observation import AccountType, Exposure, Observation
 from chains.registry import Network
 from pqc.hashes import hash160
-from tests.chain_clients.conftest import FakeClock
 from tests.chain_clients.loopback import Fault, Loopback
+from tests.chain_clients.support import FakeClock
 
 P2TR = "bc1pxwww0ct9ue7e8tdnlmug5m2tamfn7q06sahstg39ys4c9f3340qqxrdu9k"
 P2WPKH_SPENT = "bc1qrw8us6s8x05ks479fyevq03qr243m703jmvdex"

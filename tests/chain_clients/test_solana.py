@@ -6,6 +6,7 @@ import pytest
 from solders.keypair import Keypair
 from solders.pubkey import Pubkey
 
+from api.errors import code_of
 from chains.clients.jsonrpc import RpcError
 from chains.clients.solana import SYSTEM_PROGRAM, SolanaClient
 from chains.codecs.solana import SolanaAddress
@@ -102,7 +103,7 @@ async def test_node_errors_without_data_raise_cleanly(loopback: Loopback, http, 
     loopback.rpc_methods({"getMultipleAccounts": unhealthy, "getSignaturesForAddress": lambda p: []})
     with pytest.raises(RpcError, match="-32005") as caught:
         await client(loopback, http, clock).observe([address(Keypair())])
-    assert caught.value.code == "SCAN_004"
+    assert code_of(caught.value) == "SCAN_004"
 
 
 async def test_malformed_account_is_refused(loopback: Loopback, http, clock) -> None:

@@ -8,14 +8,15 @@ from decimal import Decimal
 import httpx
 import pytest
 
+from api.errors import code_of
 from chains.clients.breaker import BreakerState, CircuitOpen
 from chains.clients.jsonrpc import Call, JsonRpc, MethodNotFound, RpcError
 from chains.clients.transport import Transport, decode_json
 from chains.endpoints import BreakerSettings, EndpointConfig, RetrySettings
 from chains.errors import ChainUnavailable, MalformedChainData
 from tests.anvil import free_port
-from tests.chain_clients.conftest import FakeClock
 from tests.chain_clients.loopback import Fault, Loopback, RpcFailure
+from tests.chain_clients.support import FakeClock
 
 OK = {"ok": True}
 
@@ -38,7 +39,7 @@ def endpoint(
 
 
 def transport(url: str, http: httpx.AsyncClient, clock: FakeClock, **settings: float) -> Transport:
-    return Transport(endpoint(url, **settings), http, "test endpoint", clock.timing())  # type: ignore[arg-type]
+    return Transport(endpoint(url, **settings), http, "test endpoint", clock.timing())  # type: ignore[arg-type]  # keyword settings of the test
 
 
 async def test_5xx_then_success_is_retried_with_full_jitter_backoff(loopback: Loopback, http, clock) -> None:
@@ -70,7 +71,7 @@ async def test_client_errors_are_not_retried(loopback: Loopback, http, clock) ->
     with pytest.raises(ChainUnavailable, match="HTTP 404") as caught:
         await transport(loopback.url, http, clock).get("/missing")
     assert loopback.count() == 1
-    assert caught.value.code == "SCAN_004"
+    assert code_of(caught.value) == "SCAN_004"
 
 
 async def test_all_attempts_failing_names_endpoint_attempts_and_reason(loopback: Loopback, http, clock) -> None:
@@ -117,7 +118,7 @@ async def test_malformed_json_is_malformed_chain_data_and_not_retried(loopback: 
     loopback.route("GET", "/x", b"<html>502 Bad Gateway</html>")
     with pytest.raises(MalformedChainData, match="not JSON") as caught:
         await transport(loopback.url, http, clock).get("/x")
-    assert caught.value.code == "SCAN_004" and loopback.count() == 1
+    assert code_of(caught.value) == "SCAN_004" and loopback.count() == 1
 
 
 async def test_budget_caps_the_number_of_retries(loopback: Loopback, http, clock) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from api.errors import code_of
 from chains.codecs.address import Address
 from chains.codecs.base58 import b58check_decode
 from chains.codecs.bech32 import Encoding, decode_bytes
@@ -55,7 +56,7 @@ def test_eip55_valid_addresses_are_their_own_checksum_form(load_vectors: Loader)
 def test_eip55_flipped_case_is_rejected_with_the_reason(load_vectors: Loader) -> None:
     for case in load_vectors("addresses/eip55.json")["invalid_derived"]:
         error = _rejected(case["address"], "ethereum")
-        assert "EIP-55" in str(error) and error.code == "SCAN_001"
+        assert "EIP-55" in str(error) and code_of(error) == "SCAN_001"
 
 
 def test_an_evm_address_is_valid_on_all_15_evm_chains_and_defaults_to_ethereum() -> None:

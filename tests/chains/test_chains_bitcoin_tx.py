@@ -11,6 +11,7 @@ from typing import Any
 import coincurve
 import pytest
 
+from api.errors import code_of
 from chains.bitcoin.script import OutputType, classify_script, push_items, script_commits_to_key
 from chains.bitcoin.spend import SpendType, analyze_input
 from chains.bitcoin.tx import Block, Transaction, TxIn, merkle_root, parse_block, parse_transaction
@@ -221,7 +222,7 @@ def test_block_inputs_reveal_valid_keys(blocks: dict[str, Block]) -> None:
 def test_truncated_or_bogus_transactions_raise_malformed_chain_data(raw: bytes) -> None:
     with pytest.raises(MalformedChainData) as caught:
         parse_transaction(raw)
-    assert caught.value.code == "SCAN_004"
+    assert code_of(caught.value) == "SCAN_004"
 
 
 def test_trailing_bytes_are_refused(transactions: list[dict[str, Any]]) -> None:

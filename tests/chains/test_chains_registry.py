@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from api.errors import code_of
 from chains.errors import AddressNotFound, ChainUnavailable, InvalidAddress, MalformedChainData, UnsupportedChain
 from chains.registry import CHAINS, EVM_CHAINS, Category, Chain, Family, parse_chain
 
@@ -52,17 +53,17 @@ def test_parse_chain_accepts_spec_values_in_any_case(name: str) -> None:
 def test_parse_chain_refuses_unknown_chains_with_scan_002(name: str) -> None:
     with pytest.raises(UnsupportedChain) as caught:
         parse_chain(name)
-    assert caught.value.code == "SCAN_002"
+    assert code_of(caught.value) == "SCAN_002"
     assert caught.value.details["supported"] == [str(c) for c in CHAINS]
 
 
 def test_error_codes_follow_the_spec() -> None:
-    assert [e.code for e in (InvalidAddress, UnsupportedChain, AddressNotFound, ChainUnavailable)] == [
+    assert [code_of(e("x")) for e in (InvalidAddress, UnsupportedChain, AddressNotFound, ChainUnavailable)] == [
         "SCAN_001",
         "SCAN_002",
         "SCAN_003",
         "SCAN_004",
     ]
-    assert MalformedChainData.code == "SCAN_004"
+    assert code_of(MalformedChainData("x")) == "SCAN_004"
     error = InvalidAddress("bad checksum", chain="bitcoin")
     assert (str(error), error.details) == ("bad checksum", {"chain": "bitcoin"})

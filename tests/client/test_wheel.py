@@ -19,13 +19,13 @@ from qday_client import keyfile
 from tests.support import REPO_ROOT
 
 UV = REPO_ROOT / ".venv" / "bin" / "uv"
-CLIENT_PACKAGES = ("pqc", "qday_client")
+CLIENT_PACKAGES = ("core", "pqc", "qday_client")
 
 
 def _imported_distributions() -> set[str]:
-    """Distributions providing the top-level modules that pqc and qday_client import."""
+    """Distributions providing the top-level modules that core, pqc and qday_client import."""
     modules = set()
-    for package in (REPO_ROOT / "pqc", REPO_ROOT / "client" / "qday_client"):
+    for package in (REPO_ROOT / "core", REPO_ROOT / "pqc", REPO_ROOT / "client" / "qday_client"):
         for source in package.glob("*.py"):
             for node in ast.walk(ast.parse(source.read_text())):
                 if isinstance(node, ast.Import):

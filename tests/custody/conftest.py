@@ -9,9 +9,9 @@ import pytest
 
 from services.accounts import Principal
 from services.custody.lifecycle import ManagedCustodyService
-from services.custody.pkcs11 import open_softhsm
+from services.custody.softhsm import open_softhsm
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
-from storage.sqlite import open_database
+from storage.sqlite_db import open_database
 from tests.custody.support import add_principal, shared_softhsm_conf
 from tests.support import ManualClock
 

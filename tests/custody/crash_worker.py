@@ -17,12 +17,12 @@ from services.accounts import Principal
 from services.custody.lifecycle import ManagedCustodyService
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.models import Account, Plan
-from storage.sqlite import open_database
+from storage.sqlite_db import open_database
 from tests.custody.support import shared_softhsm_conf
 
 
 async def main(db_path: Path, account_id: str) -> None:
-    from services.custody.pkcs11 import open_softhsm
+    from services.custody.softhsm import open_softhsm
 
     conn = open_database(db_path)
     service = ManagedCustodyService(SqliteManagedKeyStore(conn), open_softhsm(shared_softhsm_conf()), SystemClock())

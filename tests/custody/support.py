@@ -26,8 +26,9 @@ import pytest
 from chains.environment import Environment
 from core.ids import new_id
 from services.accounts import Principal
-from services.custody import binding_for
-from services.custody.pkcs11 import SOFTHSM_MODULE, SoftHsmLayout, _file_lock, ensure_softhsm_token
+from services.custody.backend import binding_for
+from services.custody.pkcs11 import SOFTHSM_MODULE
+from services.custody.softhsm import SoftHsmLayout, _file_lock, ensure_softhsm_token
 from storage.models import Account, Plan
 from storage.sqlite import SqliteStore
 

@@ -13,12 +13,13 @@ import time
 
 import pytest
 
-from api.errors import ApiError
+from api.errors import code_of
+from core.errors import DomainError
 from pqc import Algorithm
-from services.custody import CustodyIntegrityError, CustodyUnavailable, binding_for
-from services.custody.backend import public_key_from_seed
+from pqc.mldsa import public_key_of
+from services.custody.backend import binding_for
+from services.custody.errors import CustodyIntegrityError, CustodyUnavailable
 from services.custody.pkcs11 import _MODULE_LOCK
-from storage.errors import StoreUnavailable
 from tests.custody.support import add_principal, requires_softhsm
 from tests.support import REPO_ROOT
 
@@ -58,7 +59,7 @@ def _fail_event(*_args):
 
 
 STEPS = {
-    "seed → public key": ("services.custody.pkcs11.public_key_from_seed", _fail, "GEN_002"),
+    "seed → public key": ("services.custody.pkcs11.public_key_of", _fail, "GEN_002"),
     "wrap on the token": ("backend._crypt", _fail_encrypt, "CUS_004"),
     "read-back check": ("backend._unwrap", _wrong_readback, "GEN_002"),
     "event insert (key row already written)": ("storage.managed_keys_sqlite._append_event", _fail_event, "SRV_002"),
@@ -77,9 +78,9 @@ async def test_failure_at_each_creation_step_leaves_nothing(step, service, backe
         monkeypatch.setattr(backend, name, replacement(original) if replacement is _fail_encrypt else replacement)
     else:
         monkeypatch.setattr(target, replacement)
-    with pytest.raises((ApiError, StoreUnavailable, CustodyUnavailable)) as failed:
+    with pytest.raises(DomainError) as failed:
         await service.create(principal, "ml-dsa-65", "ethereum")
-    assert failed.value.code == code
+    assert code_of(failed.value) == code
     assert _counts(db) == (0, 0, 0)
     assert _token_objects(backend) == objects
     assert len(destroyed) == (1 if "event" in step else 0)  # made, then given back when the store failed
@@ -124,7 +125,7 @@ def test_killed_mid_creation_leaves_only_whole_keys(backend, db, tmp_path):
     for key_id, account_id, environment, algorithm, public_key, key_ref, state in rows:
         assert state == "active" and key_ref is not None
         seed = backend._unwrap(key_ref, binding_for(key_id, account_id, environment, algorithm))
-        assert public_key_from_seed(Algorithm(algorithm), seed) == public_key  # whole, opens, matches
+        assert public_key_of(Algorithm(algorithm), seed) == public_key  # whole, opens, matches
         assert db.execute("SELECT type FROM managed_key_events WHERE key_id = ?", (key_id,)).fetchall() == [
             ("created",)
         ]

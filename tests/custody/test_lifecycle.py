@@ -13,14 +13,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 import pqc
-from api.errors import ApiError
+from api.errors import code_of
 from chains.environment import Environment
-from services.custody import CustodyIntegrityError
-from services.custody.lifecycle import ManagedCustodyService, month_bounds, purge_due_keys
+from cli.main import purge_due_keys
+from core.errors import DomainError
+from services.custody.billing import month_bounds
+from services.custody.errors import CustodyIntegrityError
+from services.custody.lifecycle import ManagedCustodyService
 from services.settings import SettingsError, load_settings
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.models import ManagedKeyState, Plan
-from storage.sqlite import split_statements
+from storage.sqlite_db import split_statements
 from tests.custody.support import add_principal, requires_softhsm, run_to_completion
 from tests.support import REPO_ROOT, ManualClock
 
@@ -28,7 +31,7 @@ DAY = 86400
 
 
 def _code(excinfo) -> str:
-    return excinfo.value.code
+    return code_of(excinfo.value)
 
 
 @requires_softhsm
@@ -40,10 +43,10 @@ async def test_seven_day_window_then_irreversible_destruction(service, store, pr
         pending = await service.schedule_deletion(principal, key.id, "req_3")
         assert pending.state is ManagedKeyState.PENDING_DELETION
         assert pending.deletion_scheduled_at == requested + timedelta(days=7)
-        with pytest.raises(ApiError) as refused:
+        with pytest.raises(DomainError) as refused:
             await service.sign(principal, key.id, key.algorithm, b"m", b"")
         assert _code(refused) == "CUS_002"
-        with pytest.raises(ApiError) as again:
+        with pytest.raises(DomainError) as again:
             await service.schedule_deletion(principal, key.id)
         assert _code(again) == "CUS_006"
 
@@ -54,7 +57,7 @@ async def test_seven_day_window_then_irreversible_destruction(service, store, pr
     assert restored.state is ManagedKeyState.ACTIVE and restored.deletion_scheduled_at is None
     signed = await service.sign(principal, kept.id, "ml-dsa-65", b"still mine", b"")
     pqc.verify("ml-dsa-65", kept.public_key, b"still mine", signed.signature)
-    with pytest.raises(ApiError) as not_pending:
+    with pytest.raises(DomainError) as not_pending:
         await service.cancel_deletion(principal, kept.id)
     assert _code(not_pending) == "CUS_006"
 
@@ -70,10 +73,10 @@ async def test_seven_day_window_then_irreversible_destruction(service, store, pr
         lambda: service.cancel_deletion(principal, doomed.id),
         lambda: service.schedule_deletion(principal, doomed.id),
     ):
-        with pytest.raises(ApiError) as final:
+        with pytest.raises(DomainError) as final:
             await action()
         assert _code(final) == "CUS_005"
-    with pytest.raises(ApiError) as cannot_sign:
+    with pytest.raises(DomainError) as cannot_sign:
         await service.sign(principal, doomed.id, "ml-dsa-44", b"m", b"")
     assert _code(cannot_sign) == "CUS_005"
     assert service.get(principal, kept.id).state is ManagedKeyState.ACTIVE
@@ -123,14 +126,14 @@ async def test_tenants_and_environments_are_isolated(service, principal, db):
     same_account_test = type(principal)(principal.account, "secret", "key_test", Environment.TEST)
     for other in (stranger, same_account_test):
         for read in (service.get, service.events):
-            with pytest.raises(ApiError) as hidden:
+            with pytest.raises(DomainError) as hidden:
                 read(other, key.id)
             assert _code(hidden) == "REQ_005"
         for change in (service.schedule_deletion, service.cancel_deletion):
-            with pytest.raises(ApiError) as hidden:
+            with pytest.raises(DomainError) as hidden:
                 await change(other, key.id)
             assert _code(hidden) == "REQ_005"
-        with pytest.raises(ApiError) as hidden:
+        with pytest.raises(DomainError) as hidden:
             await service.sign(other, key.id, "ml-dsa-65", b"m", b"")
         assert _code(hidden) == "REQ_005"
     assert service.get(principal, key.id).state is ManagedKeyState.ACTIVE
@@ -139,7 +142,7 @@ async def test_tenants_and_environments_are_isolated(service, principal, db):
 @requires_softhsm
 async def test_plans_and_algorithms(service, db):
     for plan in (Plan.FREE, Plan.BUILDER):
-        with pytest.raises(ApiError) as gated:
+        with pytest.raises(DomainError) as gated:
             await service.create(add_principal(db, plan), "ml-dsa-65", "ethereum")
         assert _code(gated) == "CUS_001"
     for plan in (Plan.PRO, Plan.ENTERPRISE):
@@ -148,15 +151,15 @@ async def test_plans_and_algorithms(service, db):
     for name, code in (("slh-dsa-128s", "CUS_003"), ("slh-dsa-shake-128s", "CUS_003"), ("rsa", "PQC_001")):
         with pytest.raises(Exception) as refused:
             await service.create(pro, name, "ethereum")
-        assert refused.value.code == code
-    with pytest.raises(ApiError) as chain:
+        assert code_of(refused.value) == code
+    with pytest.raises(DomainError) as chain:
         await service.create(pro, "ml-dsa-65", "cosmos")
     assert _code(chain) == "GEN_001"
     key = await service.create(pro, "ml-dsa-65", "ethereum")
-    with pytest.raises(ApiError) as mismatch:
+    with pytest.raises(DomainError) as mismatch:
         await service.sign(pro, key.id, "ml-dsa-44", b"m", b"")
     assert _code(mismatch) == "REQ_001"
-    with pytest.raises(ApiError) as long_context:
+    with pytest.raises(DomainError) as long_context:
         await service.sign(pro, key.id, "ml-dsa-65", b"m", bytes(256))
     assert _code(long_context) == "REQ_001"
     # A downgraded account keeps its keys (read, delete) but cannot sign.
@@ -167,7 +170,7 @@ async def test_plans_and_algorithms(service, db):
         pro.credential_id,
         pro.environment,
     )
-    with pytest.raises(ApiError) as gated:
+    with pytest.raises(DomainError) as gated:
         await service.sign(downgraded, key.id, "ml-dsa-65", b"m", b"")
     assert _code(gated) == "CUS_001"
     assert (await service.schedule_deletion(downgraded, key.id)).state is ManagedKeyState.PENDING_DELETION
@@ -210,7 +213,7 @@ async def test_usage_per_key_per_month_across_the_boundary(store, backend, db):
     assert b.id in {k.key_id for k in service.usage(principal, "2026-12").keys}
     assert service.usage(principal, "2027-01").key_months == 1
     for month in ("2026-13", "26-11", "2026-1", "x"):
-        with pytest.raises(ApiError):
+        with pytest.raises(DomainError):
             service.usage(principal, month)
     assert month_bounds("2026-12") == (datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC))
 
@@ -229,7 +232,7 @@ async def test_signature_racing_a_deletion_is_not_returned(store, backend, clock
 
     backend.sign = sign_then_delete
     try:
-        with pytest.raises(ApiError) as refused:
+        with pytest.raises(DomainError) as refused:
             await service.sign(principal, key.id, "ml-dsa-65", b"m", b"")
     finally:
         del backend.sign
@@ -271,13 +274,13 @@ async def test_without_a_backend_managed_operations_are_unavailable(store, clock
     service = ManagedCustodyService(store, None, clock)
     with pytest.raises(Exception) as unavailable:
         await service.create(add_principal(db), "ml-dsa-65", "ethereum")
-    assert unavailable.value.code == "CUS_004"
+    assert code_of(unavailable.value) == "CUS_004"
 
 
 @requires_softhsm
 async def test_purge_keys_command_and_function(tmp_path, backend):
     settings = load_settings({}, data_dir=tmp_path)
-    from storage.sqlite import open_database
+    from storage.sqlite_db import open_database
 
     conn = open_database(settings.operational_db)
     clock = ManualClock(datetime(2020, 1, 1, tzinfo=UTC))  # so the dates are past by the real clock

@@ -9,15 +9,11 @@ import pytest
 
 import pqc
 from pqc import Algorithm
-from services.custody import CustodyIntegrityError, CustodyUnavailable, binding_for
-from services.custody.backend import public_key_from_seed, scrub_bytes, wipe
-from services.custody.pkcs11 import (
-    _MODULE_LOCK,
-    Pkcs11WrappedSeedCustody,
-    SoftHsmLayout,
-    ensure_softhsm_token,
-    open_softhsm,
-)
+from pqc.mldsa import public_key_of
+from services.custody.backend import binding_for, scrub_bytes, wipe
+from services.custody.errors import CustodyIntegrityError, CustodyUnavailable
+from services.custody.pkcs11 import _MODULE_LOCK, Pkcs11WrappedSeedCustody
+from services.custody.softhsm import SoftHsmLayout, ensure_softhsm_token, open_softhsm
 from tests.custody.support import requires_softhsm, shared_softhsm_conf
 
 pytestmark = requires_softhsm
@@ -52,7 +48,7 @@ def test_created_keys_sign_verifiable_signatures(backend, algorithm):
         signature = backend.sign(algorithm, made.key_ref, binding, b"message", context)
         pqc.verify(algorithm, made.public_key, b"message", signature, context)
     seed = backend._unwrap(made.key_ref, binding)
-    assert public_key_from_seed(algorithm, seed) == made.public_key
+    assert public_key_of(algorithm, seed) == made.public_key
     assert bytes(seed) not in made.key_ref and bytes(seed) not in repr(made).encode()
     wipe(seed)
     assert seed == bytearray(32)

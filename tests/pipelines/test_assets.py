@@ -21,10 +21,10 @@ from pipelines.assets import RESCORING_ASSETS, chain_day, risk_checks, risk_file
 from pipelines.rescore import observation_from_row, scorer_row_types
 from pipelines.resources import EndpointChainDataResource, OraclePriceResource
 from scoring import PriceQuote, load_readiness, score_observation
-from scoring.records import scan_record
+from storage.scan_records import scan_record
 from tests.anvil import Anvil, assemble, free_port
 from tests.chain_clients.test_prices import deploy_feed, feed_address
-from tests.pipelines.conftest import TODAY, DataDir, ThreadedLoopback, evm_address, partition
+from tests.pipelines.support import DataDir, ThreadedLoopback, evm_address, partition
 
 BTC_ADDRESS = "bc1qrw8us6s8x05ks479fyevq03qr243m703jmvdex"
 ETH_USD = 3_123_45000000  # 8 decimals: $3,123.45
@@ -115,15 +115,15 @@ def world(data_dir: DataDir, tmp_path: Path, anvil: Anvil, esplora: ThreadedLoop
 
 
 def run(world: dict, chain: str, **options):
-    return materialize(RUN, partition_key=partition(chain), resources=world["resources"], **options)
+    return materialize(RUN, partition_key=partition(chain, world["dir"].today), resources=world["resources"], **options)
 
 
-def test_a_partition_lands_its_tables_and_publishes_what_the_scan_endpoint_would(world: dict) -> None:
+def test_a_partition_lands_its_tables_and_publishes_what_the_scan_endpoint_would(world: dict, today: date) -> None:
     result = run(world, "ethereum")
     assert result.success
     assert all(check.passed for check in result.get_asset_check_evaluations())
     store = world["dir"].analytics
-    risk = pl.read_parquet(store.daily_file("address_risk", TODAY, "ethereum"))
+    risk = pl.read_parquet(store.daily_file("address_risk", today, "ethereum"))
     assert risk.height == 5  # four live addresses (one watched twice) and one test-environment address
     by_address = {(r["environment"], r["address"]): r for r in risk.iter_rows(named=True)}
     signed = by_address[("live", world["signed"])]
@@ -166,7 +166,7 @@ def test_a_partition_lands_its_tables_and_publishes_what_the_scan_endpoint_would
     assert con.execute("SELECT price_usd FROM native_prices WHERE environment = 'live'").fetchall() == [(3123.45,)]
 
 
-def test_rerunning_a_partition_replaces_its_rows(world: dict) -> None:
+def test_rerunning_a_partition_replaces_its_rows(world: dict, today: date) -> None:
     assert run(world, "ethereum").success
     first = {r[3]: r[6] for r in world["dir"].results()}
     assert run(world, "ethereum").success
@@ -176,27 +176,27 @@ def test_rerunning_a_partition_replaces_its_rows(world: dict) -> None:
     assert con.execute(distinct).fetchall() == [(5, 5)]
     assert con.execute("SELECT count(*) FROM address_observations").fetchall() == [(5,)]
     assert con.execute("SELECT count(*) FROM watchlist_exports").fetchall() == [(6,)]
-    files = sorted(p.name for p in store.partition_dir("address_risk", TODAY, "ethereum").iterdir())
+    files = sorted(p.name for p in store.partition_dir("address_risk", today, "ethereum").iterdir())
     assert files == ["daily.parquet"]  # replaced in place; no temporary file left behind
     results = world["dir"].results()
     assert len(results) == 5 and all(r[6] >= first[r[3]] for r in results)
 
 
-def test_a_chain_that_is_down_fails_its_partition_only(world: dict) -> None:
+def test_a_chain_that_is_down_fails_its_partition_only(world: dict, today: date) -> None:
     down = run(world, "polygon", raise_on_error=False)
     assert not down.success
     failure = next(e for e in down.all_events if e.event_type_value == "STEP_FAILURE")
     assert "polygon unavailable" in failure.event_specific_data.error.message
-    assert not world["dir"].analytics.daily_file("address_observations", TODAY, "polygon").exists()
+    assert not world["dir"].analytics.daily_file("address_observations", today, "polygon").exists()
 
     bitcoin = run(world, "bitcoin")
     assert bitcoin.success
-    (row,) = pl.read_parquet(world["dir"].analytics.daily_file("address_risk", TODAY, "bitcoin")).iter_rows(named=True)
+    (row,) = pl.read_parquet(world["dir"].analytics.daily_file("address_risk", today, "bitcoin")).iter_rows(named=True)
     assert (row["address"], row["balance"], row["source"]) == (BTC_ADDRESS, Decimal(50_000_000), "esplora")
     assert [r[2] for r in world["dir"].results()] == ["bitcoin"]
 
 
-def test_a_failing_blocking_check_stops_publishing(snapshot_world, monkeypatch) -> None:
+def test_a_failing_blocking_check_stops_publishing(snapshot_world, monkeypatch, today: date) -> None:
     data_dir, resources = snapshot_world(10)
     real = pipeline_assets.risk_rows
 
@@ -204,25 +204,25 @@ def test_a_failing_blocking_check_stops_publishing(snapshot_world, monkeypatch) 
         return real(*args, **kwargs).with_columns(pl.lit(None, pl.UInt8()).alias("address_reuse_score"))
 
     monkeypatch.setattr(pipeline_assets, "risk_rows", broken)
-    result = materialize(RUN, partition_key=partition("ethereum"), resources=resources, raise_on_error=False)
+    result = materialize(RUN, partition_key=partition("ethereum", today), resources=resources, raise_on_error=False)
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
     assert checks == {"no_null_scores": False, "weights_sum_to_one": True, "row_counts_match": True}
     materialized = {m.asset_key for m in result.get_asset_materialization_events()}
     assert AssetKey("published_scan_results") not in materialized and data_dir.results() == []
 
 
-def test_checks_catch_tampered_files(snapshot_world) -> None:
+def test_checks_catch_tampered_files(snapshot_world, today: date) -> None:
     data_dir, resources = snapshot_world(10)
-    assert materialize(RUN, partition_key=partition("ethereum"), resources=resources).success
+    assert materialize(RUN, partition_key=partition("ethereum", today), resources=resources).success
     store = data_dir.analytics
-    path = store.daily_file("address_risk", TODAY, "ethereum")
+    path = store.daily_file("address_risk", today, "ethereum")
     good = pl.read_parquet(path)
-    assert all(passed for passed, _ in risk_file_checks(store, "ethereum", TODAY).values())
+    assert all(passed for passed, _ in risk_file_checks(store, "ethereum", today).values())
 
     store.write_frame("address_risk", path, good.head(9))
-    assert not risk_file_checks(store, "ethereum", TODAY)["row_counts_match"][0]
+    assert not risk_file_checks(store, "ethereum", today)["row_counts_match"][0]
     store.write_frame("address_risk", path, good.with_columns(pl.col("risk_value") + 1))
-    checks = risk_file_checks(store, "ethereum", TODAY)
+    checks = risk_file_checks(store, "ethereum", today)
     assert not checks["weights_sum_to_one"][0] and checks["no_null_scores"][0]
 
 
@@ -265,10 +265,10 @@ def test_only_today_is_observed_past_days_keep_their_snapshot(tmp_path: Path) ->
     assert not pipeline_assets.observe_now(today - timedelta(days=30), snapshot, today)
 
 
-def test_a_past_partition_is_rescored_from_its_snapshot_never_from_todays_state(snapshot_world) -> None:
+def test_a_past_partition_is_rescored_from_its_snapshot_never_from_todays_state(snapshot_world, today: date) -> None:
     data_dir, resources = snapshot_world(10)
-    assert materialize(RUN, partition_key=partition("ethereum"), resources=resources).success
-    store, past = data_dir.analytics, TODAY - timedelta(days=3)
+    assert materialize(RUN, partition_key=partition("ethereum", today), resources=resources).success
+    store, past = data_dir.analytics, today - timedelta(days=3)
     past_key = f"ethereum|{past.isoformat()}"
 
     missing = materialize(RUN, partition_key=past_key, resources=resources, raise_on_error=False)
@@ -281,7 +281,7 @@ def test_a_past_partition_is_rescored_from_its_snapshot_never_from_todays_state(
     for table in ("watchlist", "address_observations", "native_prices"):
         target = store.daily_file(table, past, "ethereum")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(store.daily_file(table, TODAY, "ethereum").read_bytes())
+        target.write_bytes(store.daily_file(table, today, "ethereum").read_bytes())
         snapshots[table] = target.read_bytes()
     assert materialize(RUN, partition_key=past_key, resources=resources).success
     assert {table: store.daily_file(table, past, "ethereum").read_bytes() for table in snapshots} == snapshots

@@ -12,12 +12,14 @@ from dagster import materialize
 
 from cli.main import main
 from pipelines.assets import RESCORING_ASSETS, risk_checks
-from tests.pipelines.conftest import DataDir, evm_address, partition
+from tests.pipelines.support import DataDir, evm_address, partition
 
 
 def test_sql_command_prints_csv(snapshot_world, capsys) -> None:
     data_dir, resources = snapshot_world(12)
-    run = materialize([*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"), resources=resources)
+    run = materialize(
+        [*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum", data_dir.today), resources=resources
+    )
     assert run.success
     capsys.readouterr()
     code = main(

@@ -15,7 +15,7 @@ from dagster import materialize
 
 from pipelines.assets import RESCORING_ASSETS, risk_checks
 from tests.pipelines import workers
-from tests.pipelines.conftest import partition
+from tests.pipelines.support import partition
 
 ADDRESSES = 3_000
 DEADLINE = 90.0  # seconds; the workers stop by themselves after this
@@ -39,7 +39,11 @@ def test_api_pipeline_and_analyst_together(snapshot_world) -> None:
         process.start()
     try:
         runs = [
-            materialize([*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"), resources=resources)
+            materialize(
+                [*RESCORING_ASSETS, *risk_checks],
+                partition_key=partition("ethereum", data_dir.today),
+                resources=resources,
+            )
             for _ in range(3)
         ]
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import polars as pl
@@ -15,7 +15,7 @@ from cli.supervisor import REPO_DAGSTER_HOME, prepare_dagster_home
 from pipelines.assets import all_chains_graded, chain_readiness
 from pipelines.definitions import build_definitions
 from services.settings import load_settings
-from tests.pipelines.conftest import TODAY, DataDir
+from tests.pipelines.support import DataDir
 
 
 def test_definitions_load(tmp_path: Path, monkeypatch) -> None:
@@ -56,11 +56,11 @@ def test_the_instance_config_keeps_telemetry_off_and_runs_one_partition_at_a_tim
     assert workspace["load_from"][0]["python_module"]["module_name"] == "pipelines.definitions"
 
 
-def test_chain_readiness_snapshot(data_dir: DataDir) -> None:
+def test_chain_readiness_snapshot(data_dir: DataDir, today: date) -> None:
     resources = {"analytics": data_dir.resources()["analytics"]}
-    result = materialize([chain_readiness, all_chains_graded], partition_key=TODAY.isoformat(), resources=resources)
+    result = materialize([chain_readiness, all_chains_graded], partition_key=today.isoformat(), resources=resources)
     assert result.success and all(c.passed for c in result.get_asset_check_evaluations())
-    frame = pl.read_parquet(data_dir.analytics.daily_file("chain_readiness", TODAY))
+    frame = pl.read_parquet(data_dir.analytics.daily_file("chain_readiness", today))
     assert frame["chain"].n_unique() == 19
     con = data_dir.analytics.connect()
     grades = dict(con.execute("SELECT DISTINCT chain, grade FROM chain_readiness_latest").fetchall())

@@ -11,7 +11,7 @@ from dagster import materialize
 from pipelines.assets import RESCORING_ASSETS, chain_readiness, risk_checks
 from pipelines.resources import SnapshotChainDataResource
 from pipelines.sources import write_snapshot
-from tests.pipelines.conftest import TODAY, DataDir, evm_address, evm_observation
+from tests.pipelines.support import DataDir, evm_address, evm_observation
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "analytics.md"
 
@@ -42,7 +42,7 @@ def test_example_queries_run_on_two_days_of_data(data_dir: DataDir, tmp_path: Pa
     addresses = [evm_address(n) for n in range(1, 11)]
     for n, address in enumerate(addresses):
         data_dir.watch(account, "ethereum", address, label=f"wallet {n}")
-    yesterday, today = TODAY - timedelta(days=1), TODAY
+    yesterday, today = data_dir.today - timedelta(days=1), data_dir.today
     for day, scale in ((yesterday, 1), (today, 1000)):  # balances grow: bands move up
         snapshot = tmp_path / f"{day}.jsonl"
         write_snapshot(snapshot, [evm_observation(a, n * 10**16 * scale, n % 3) for n, a in enumerate(addresses, 1)])

@@ -15,7 +15,7 @@ from pipelines.assets import RESCORING_ASSETS, newly_watched_scores, risk_checks
 from pipelines.automation import OVERLAP, WatchCursor, new_watched_sensor
 from pipelines.resources import SnapshotChainDataResource
 from pipelines.sources import write_snapshot
-from tests.pipelines.conftest import DataDir, evm_address, evm_observation, partition
+from tests.pipelines.support import DataDir, evm_address, evm_observation, partition
 
 
 @pytest.fixture
@@ -25,8 +25,11 @@ def instance():
 
 
 def tick(data_dir: DataDir, instance, cursor: str | None):
+    resources = data_dir.resources()
     context = build_sensor_context(
-        instance=instance, cursor=cursor, resources={"operational_store": data_dir.resources()["operational_store"]}
+        instance=instance,
+        cursor=cursor,
+        resources={"operational_store": resources["operational_store"], "clock": resources["clock"]},
     )
     result = new_watched_sensor(context)
     return result
@@ -74,7 +77,7 @@ def test_a_burst_asks_for_the_chain_partitions_instead(data_dir: DataDir, instan
         data_dir.watch(account, "ethereum", evm_address(n + 1))
     data_dir.watch(account, "base", evm_address(9))
     result = tick(data_dir, instance, None)
-    today = datetime.now(UTC).date().isoformat()
+    today = data_dir.today.isoformat()  # the date of the sensor's clock
     assert sorted((r.job_name, r.partition_key) for r in result.run_requests) == [
         ("rescore_watched", f"base|{today}"),
         ("rescore_watched", f"ethereum|{today}"),
@@ -96,7 +99,7 @@ def test_a_sensor_run_serves_new_addresses_and_the_daily_run_supersedes_it(
     )
     resources = data_dir.resources(chain_data=SnapshotChainDataResource(snapshot_file=str(snapshot)))
     assert materialize(
-        [*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"), resources=resources
+        [*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum", data_dir.today), resources=resources
     ).success
 
     # a new address, and an address another tenant already has in today's daily rows
@@ -116,7 +119,7 @@ def test_a_sensor_run_serves_new_addresses_and_the_daily_run_supersedes_it(
     assert con.execute(count).fetchall() == [(5, 5)]  # one row per address and day, new ones included
     assert con.execute("SELECT count(*) FROM watchlist").fetchall() == [(6,)]
     assert materialize(
-        [*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"), resources=resources
+        [*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum", data_dir.today), resources=resources
     ).success
     assert con.execute(count).fetchall() == [(5, 5)]
     assert con.execute("SELECT count(*) FROM address_risk WHERE batch = 'new'").fetchall() == [(0,)]

@@ -24,7 +24,7 @@ def api_like(db: str, account_id: str, addresses: list[str], stop: Any, reports:
     from storage.group_commit import GroupCommitWriter
     from storage.models import ScanResult, WatchedAddress
     from storage.scans_sqlite import SqliteScanStore
-    from storage.sqlite import open_database
+    from storage.sqlite_db import open_database
 
     report: dict[str, Any] = {"reads": 0, "watched": [], "saved": [], "errors": []}
     conn = open_database(Path(db))

@@ -4,13 +4,13 @@ with context strings and HashML-DSA): keys and signatures flow both ways."""
 from __future__ import annotations
 
 import pytest
-from dilithium_py.ml_dsa import (  # type: ignore[import-untyped]
+from dilithium_py.ml_dsa import (  # type: ignore[import-untyped]  # ships no types
     HASH_ML_DSA_44_WITH_SHA512,
     ML_DSA_44,
     ML_DSA_65,
     ML_DSA_87,
 )
-from dilithium_py.ml_dsa.ml_dsa import ML_DSA  # type: ignore[import-untyped]
+from dilithium_py.ml_dsa.ml_dsa import ML_DSA  # type: ignore[import-untyped]  # ships no types
 
 import pqc
 from pqc import Algorithm, InvalidSignature

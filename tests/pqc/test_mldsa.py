@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import pqc
+from api.errors import code_of
 from pqc import Algorithm, InvalidInput, InvalidKeyFormat, InvalidSignature, KeyPair, MalformedSignature
 from pqc.algorithms import SPECS
 
@@ -52,7 +53,7 @@ def test_context_lengths_up_to_255_work(pair: KeyPair, length: int) -> None:
 def test_context_of_256_bytes_is_rejected(pair: KeyPair) -> None:
     with pytest.raises(InvalidInput) as sign_error:
         pqc.sign(pair.algorithm, pair.seed, MESSAGE, bytes(256))
-    assert sign_error.value.code == "REQ_001"
+    assert code_of(sign_error.value) == "REQ_001"
     signature = pqc.sign(pair.algorithm, pair.seed, MESSAGE)
     with pytest.raises(InvalidInput):
         pqc.verify(pair.algorithm, pair.public_key, MESSAGE, signature, bytes(256))
@@ -81,10 +82,10 @@ def test_wrong_message_context_key_or_signature_raise(pair: KeyPair) -> None:
     flipped = bytes([signature[0] ^ 1]) + signature[1:]
     with pytest.raises(InvalidSignature) as error:
         pqc.verify(alg, pair.public_key, MESSAGE, flipped, b"ctx")
-    assert error.value.code == "PQC_004"
+    assert code_of(error.value) == "PQC_004"
     with pytest.raises(MalformedSignature) as malformed:
         pqc.verify(alg, pair.public_key, MESSAGE, signature[:-1], b"ctx")
-    assert malformed.value.code == "PQC_002"
+    assert code_of(malformed.value) == "PQC_002"
     assert malformed.value.details["expected"] == SPECS[alg].signature_size
 
 
@@ -93,7 +94,7 @@ def test_wrong_length_keys_raise_invalid_key_format(pair: KeyPair) -> None:
     signature = pqc.sign(alg, pair.seed, MESSAGE)
     with pytest.raises(InvalidKeyFormat) as error:
         pqc.verify(alg, pair.public_key[:-1], MESSAGE, signature)
-    assert error.value.code == "PQC_002"
+    assert code_of(error.value) == "PQC_002"
     assert error.value.details == {
         "field": "public_key",
         "expected": SPECS[alg].public_key_size,

@@ -9,6 +9,7 @@ import pytest
 from coincurve import PrivateKey
 
 import pqc
+from api.errors import code_of
 from pqc import (
     ClaimedSigner,
     InvalidInput,
@@ -104,7 +105,7 @@ def test_digest_scheme_needs_32_bytes() -> None:
     assert pqc.message_digest("digest", bytes(32)) == bytes(32)
     with pytest.raises(InvalidInput) as error:
         pqc.message_digest("digest", bytes(31))
-    assert error.value.code == "REQ_001"
+    assert code_of(error.value) == "REQ_001"
     with pytest.raises(InvalidInput):
         pqc.message_digest("eth_sign", b"")
     with pytest.raises(InvalidInput):
@@ -127,7 +128,7 @@ def test_high_s_is_rejected_for_recovery_and_verify() -> None:
     twin = _with_s(signature, CURVE_ORDER - s, signature[64] ^ 1)
     with pytest.raises(InvalidSignature) as error:
         pqc.recover_public_key(digest, twin)
-    assert error.value.details["reason"] == "high_s" and error.value.code == "PQC_004"
+    assert error.value.details["reason"] == "high_s" and code_of(error.value) == "PQC_004"
     public_key = PrivateKey(EIP191_KEY).public_key.format()
     pqc.ecdsa_verify(public_key, digest, signature[:64])
     with pytest.raises(InvalidSignature):
@@ -143,7 +144,7 @@ def test_out_of_range_scalars_are_malformed(r: int, s: int, reason: str) -> None
     signature = r.to_bytes(32, "big") + s.to_bytes(32, "big")
     with pytest.raises(MalformedSignature) as error:
         pqc.recover_public_key(bytes(32), signature + b"\x1b")
-    assert error.value.details["reason"] == reason and error.value.code == "PQC_002"
+    assert error.value.details["reason"] == reason and code_of(error.value) == "PQC_002"
     with pytest.raises(MalformedSignature):
         pqc.unsafe_verify_allowing_high_s(PrivateKey(EIP191_KEY).public_key.format(), bytes(32), signature)
 

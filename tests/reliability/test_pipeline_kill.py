@@ -22,6 +22,7 @@ import signal
 import sqlite3
 import time
 from collections.abc import Callable
+from datetime import datetime
 from multiprocessing.synchronize import Event
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from dagster import materialize
 
 from pipelines.assets import RESCORING_ASSETS, risk_checks
 from pipelines.resources import SnapshotChainDataResource
-from tests.pipelines.conftest import TODAY, DataDir, data_dir, partition, snapshot_world  # noqa: F401 - fixtures
+from tests.pipelines.support import DataDir, partition
 
 pytestmark = pytest.mark.slow
 ADDRESSES = 2_000  # two publish batches of PUBLISH_BATCH, so a kill can fall between them
@@ -39,12 +40,16 @@ STAGE_DEADLINE = 90.0  # seconds a child may take to reach its kill point
 TABLES = ("watchlist", "address_observations", "native_prices", "address_risk")
 
 
-def run_partition(root: str, snapshot: str, key: str, go: Event) -> None:
-    """The child process: once ``go`` is set, one run of the partition (imports are done
-    by then, so a second child can be readied while the first one runs)."""
+def run_partition(root: str, now: str, snapshot: str, go: Event) -> None:
+    """The child process: once ``go`` is set, one run of the partition of ``now``'s date
+    with its clock stopped at ``now`` (imports are done by then, so a second child can be
+    readied while the first one runs)."""
     if go.wait(STAGE_DEADLINE):
-        resources = DataDir(Path(root)).resources(chain_data=SnapshotChainDataResource(snapshot_file=snapshot))
-        materialize([*RESCORING_ASSETS, *risk_checks], partition_key=key, resources=resources)
+        data = DataDir(Path(root), datetime.fromisoformat(now))
+        resources = data.resources(chain_data=SnapshotChainDataResource(snapshot_file=snapshot))
+        materialize(
+            [*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum", data.today), resources=resources
+        )
 
 
 def _inode(path: Path) -> int | None:
@@ -70,10 +75,11 @@ def _committed(db: Path) -> Callable[[], bool]:
 class Run:
     """A spawned child that runs the partition when told to."""
 
-    def __init__(self, root: Path, snapshot: str) -> None:
+    def __init__(self, data: DataDir, snapshot: str) -> None:
         spawn = multiprocessing.get_context("spawn")
         self.go = spawn.Event()
-        self.process = spawn.Process(target=run_partition, args=(str(root), snapshot, partition("ethereum"), self.go))
+        args = (str(data.root), data.now.isoformat(), snapshot, self.go)
+        self.process = spawn.Process(target=run_partition, args=args)
         self.process.start()
 
     def kill_at(self, stage: Callable[[], bool]) -> None:
@@ -135,8 +141,8 @@ def _assert_readers_see_whole_partitions(data: DataDir) -> None:
 def test_killed_runs_then_a_rerun_leave_exactly_one_copy_of_each_row(snapshot_world):
     data, resources = snapshot_world(ADDRESSES)
     snapshot = resources["chain_data"].snapshot_file
-    observations = data.analytics.daily_file("address_observations", TODAY, "ethereum")
-    first, second = Run(data.root, snapshot), Run(data.root, snapshot)
+    observations = data.analytics.daily_file("address_observations", data.today, "ethereum")
+    first, second = Run(data, snapshot), Run(data, snapshot)
     try:
         first.kill_at(_replaced(observations))  # 1: scoring the partition
         _assert_readers_see_whole_partitions(data)
@@ -153,7 +159,8 @@ def test_killed_runs_then_a_rerun_leave_exactly_one_copy_of_each_row(snapshot_wo
     finally:
         conn.close()
 
-    result = materialize([*RESCORING_ASSETS, *risk_checks], partition_key=partition("ethereum"), resources=resources)
+    key = partition("ethereum", data.today)
+    result = materialize([*RESCORING_ASSETS, *risk_checks], partition_key=key, resources=resources)
     assert result.success
     assert _raw_counts(data) == {
         "watchlist": (ADDRESSES, ADDRESSES),

@@ -88,7 +88,7 @@ def test_usd_is_rounded_to_cents(
     make_observation: Callable[..., Observation], now: object, readiness: ReadinessData
 ) -> None:
     observation = make_observation(balance=123_456_789_000_000_000)  # 0.123456789 ETH
-    result = score_observation(observation, PriceQuote(3_333.33, now), readiness)  # type: ignore[arg-type]
+    result = score_observation(observation, PriceQuote(3_333.33, now), readiness)  # type: ignore[arg-type]  # a fixture's datetime
     assert result.balance_at_risk_usd == 411.52
 
 

@@ -1,18 +1,15 @@
-"""Fixtures of the security tests: the session's in-process app (tests/api's set-up) and one
-real ``qday serve`` shared by the tests that need real HTTP, real argon2 and real logs."""
+"""Fixtures of the security tests: one real ``qday serve`` shared by the tests that need real
+HTTP, real argon2 and real logs. The fixtures of the in-process app (``app``, ``client``,
+``clock``, ``tenant``) live in the root conftest, shared with tests/api."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
-from tests.api.conftest import app, client, clock, tenant  # noqa: F401  (re-exported fixtures)
 from tests.custody.support import shared_softhsm_conf
 from tests.support import ServerProcess
-
-PASSWORD = "hostile-tests correct horse"
 
 
 @pytest.fixture(scope="session")
@@ -27,25 +24,3 @@ def hostile_server(tmp_path_factory) -> Iterator[ServerProcess]:
     )
     yield proc
     proc.stop()
-
-
-def register_and_login(base_url: str, email: str, password: str = PASSWORD) -> str:
-    """Register an account on a real server and return a session token."""
-    with httpx.Client(base_url=base_url, timeout=60) as c:
-        r = c.post("/v1/auth/register", json={"email": email, "password": password})
-        assert r.status_code == 201, r.text
-        r = c.post("/v1/auth/login", json={"email": email, "password": password})
-        assert r.status_code == 200, r.text
-        return r.json()["data"]["token"]
-
-
-def create_api_key(base_url: str, session: str, key_type: str = "secret", environment: str = "live") -> dict:
-    """A new API key's creation data (full key string included)."""
-    r = httpx.post(
-        f"{base_url}/v1/auth/api-keys",
-        json={"name": f"{key_type}-{environment}", "type": key_type, "environment": environment},
-        headers={"Authorization": f"Bearer {session}"},
-        timeout=60,
-    )
-    assert r.status_code == 201, r.text
-    return r.json()["data"]

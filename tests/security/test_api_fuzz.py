@@ -21,7 +21,7 @@ from schemathesis.checks import ignored_auth, use_after_free
 from api.app import all_endpoints
 from api.openapi import build_openapi
 from tests.api.test_schemathesis import CHECKS
-from tests.security.conftest import create_api_key, register_and_login
+from tests.security.support import create_api_key, register_and_login
 
 pytestmark = pytest.mark.slow
 
@@ -66,7 +66,7 @@ def test_stateful_scenarios_follow_links_without_a_failure(hostile_server, fuzz_
     statuses: Counter[tuple[str, str, int]] = Counter()
     steps_per_scenario: list[int] = []
 
-    class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+    class Workflow(schema.as_state_machine()):  # type: ignore[misc]  # a class made at run time
         def setup(self):
             steps_per_scenario.append(0)
 

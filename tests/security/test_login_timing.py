@@ -18,7 +18,7 @@ import time
 import httpx
 import pytest
 
-from tests.security.conftest import register_and_login
+from tests.security.support import register_and_login
 
 pytestmark = pytest.mark.slow
 SAMPLES = 12

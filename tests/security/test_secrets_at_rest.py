@@ -21,7 +21,7 @@ from tests.custody.support import (
     secret_patterns,
     shared_softhsm_conf,
 )
-from tests.security.conftest import PASSWORD, create_api_key, register_and_login
+from tests.security.support import PASSWORD, create_api_key, register_and_login
 from tests.support import REPO_ROOT
 
 pytestmark = pytest.mark.slow
@@ -57,7 +57,7 @@ def _self_custody_patterns(data: dict) -> list[bytes]:
 def _managed_patterns(server, email: str, key: str) -> list[bytes]:
     """Make the account Pro (`qday admin set-plan`), create and use two managed keys, and return
     the patterns of their seeds and derived secrets."""
-    from services.custody.pkcs11 import open_softhsm
+    from services.custody.softhsm import open_softhsm
 
     done = subprocess.run(
         [sys.executable, "-m", "cli.main", "admin", "set-plan", email, "pro", "--data-dir", str(server.data_dir)],

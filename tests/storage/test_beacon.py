@@ -15,7 +15,8 @@ from chains.environment import Environment
 from storage.beacon import ChangeBeacon, Topic
 from storage.models import Account, ApiKey, KeyType, Plan, ScanResult
 from storage.scans_sqlite import SqliteScanStore
-from storage.sqlite import SqliteStore, open_database
+from storage.sqlite import SqliteStore
+from storage.sqlite_db import open_database
 
 NOW = datetime(2026, 11, 22, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ import pytest
 
 from storage.errors import StoreUnavailable
 from storage.group_commit import GroupCommitWriter
-from storage.sqlite import connect
+from storage.sqlite_db import connect
 
 
 @pytest.fixture

@@ -14,7 +14,8 @@ import pytest
 from chains.environment import Environment
 from storage.errors import AccountNotFound, DuplicateEmail, StoreUnavailable
 from storage.models import Account, ApiKey, KeyType, Plan
-from storage.sqlite import SqliteStore, connect, migrate, open_database
+from storage.sqlite import SqliteStore
+from storage.sqlite_db import connect, migrate, open_database
 
 NOW = datetime(2026, 11, 21, tzinfo=UTC)
 
@@ -106,7 +107,7 @@ async def test_remembered_credentials_follow_writes_from_other_processes(tmp_pat
 
 
 def test_a_chains_watch_list_export_reads_one_ordered_index_range(tmp_path):
-    from pipelines.rescore import _WATCH_SQL
+    from storage.scans_sqlite import _WATCH_EXPORT_SQL as _WATCH_SQL
 
     conn = open_database(tmp_path / "db.sqlite")
     plan = " | ".join(row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {_WATCH_SQL}", ("ethereum",)))

@@ -1,0 +1,1 @@
+"""The one ``qday`` command: serve, admin, sql, watch import, up."""

@@ -1,0 +1,156 @@
+"""Helpers of the pipeline tests (plain functions and classes, imported by the tests):
+a data directory with accounts and the resources of a run on it, recorded observations,
+addresses and partition keys. The fixtures are in ``tests/pipelines/fixtures.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+from chains.codecs.detect import parse_address
+from chains.environment import Environment
+from chains.observation import AccountType, Exposure, Observation
+from core.ids import new_id
+from pipelines.resources import (
+    AnalyticsResource,
+    FixedClockResource,
+    OperationalStoreResource,
+    StaticPriceResource,
+)
+from pipelines.runner import LoopThread
+from storage.analytics import AnalyticsStore
+from storage.models import Account, Plan, WatchedAddress
+from storage.scans_sqlite import SqliteScanStore
+from storage.sqlite import SqliteStore
+from storage.sqlite_db import open_database
+from tests.chain_clients.loopback import Loopback
+
+
+def partition(chain: str, day: date) -> str:
+    """The ``CHAIN_DAY`` key of ``chain`` on ``day`` (``ethereum|2026-11-22``)."""
+    return f"{chain}|{day.isoformat()}"
+
+
+@dataclass
+class DataDir:
+    """A data directory with two accounts and the resources of a run on it; the runs'
+    clock is stopped at ``now`` (the ``pipeline_now`` fixture)."""
+
+    root: Path
+    now: datetime
+
+    @property
+    def today(self) -> date:
+        """The date of the runs' clock: the partition a run observes."""
+        return self.now.date()
+
+    @property
+    def db(self) -> Path:
+        return self.root / "qday.sqlite"
+
+    @property
+    def analytics(self) -> AnalyticsStore:
+        return AnalyticsStore(self.root / "analytics")
+
+    def resources(self, **chain_data) -> dict[str, object]:
+        return {
+            "operational_store": OperationalStoreResource(database=str(self.db)),
+            "analytics": AnalyticsResource(root=str(self.root / "analytics")),
+            "prices": StaticPriceResource(),
+            "clock": FixedClockResource(at=self.now.isoformat()),
+            **chain_data,
+        }
+
+    def connect(self):
+        return open_database(self.db)
+
+    def account(self, email: str) -> str:
+        conn = self.connect()
+        try:
+            store = SqliteStore(conn)
+            found = store.account_by_email(email)
+            if found is not None:
+                return found[0].id
+            account = Account(new_id("usr"), email, None, Plan.FREE, datetime.now(UTC))
+            asyncio.run(store.create_account(account, "not-a-real-hash"))
+            return account.id
+        finally:
+            conn.close()
+
+    def watch(
+        self,
+        account_id: str,
+        chain: str,
+        address: str,
+        environment: Environment = Environment.LIVE,
+        label: str | None = None,
+        created_at: datetime | None = None,
+    ) -> WatchedAddress:
+        """Watch an address as the API does (``created_at``: the wall clock by default)."""
+        conn = self.connect()
+        try:
+            entry = WatchedAddress(
+                new_id("wat"), account_id, environment, chain, address, label, created_at or datetime.now(UTC)
+            )
+            return asyncio.run(SqliteScanStore(conn).watch(entry))
+        finally:
+            conn.close()
+
+    def results(self) -> list[tuple]:
+        conn = self.connect()
+        try:
+            return conn.execute(
+                "SELECT account_id, environment, chain, address, result, risk_value, scanned_at,"
+                " source FROM scan_results ORDER BY account_id, environment, chain, address"
+            ).fetchall()
+        finally:
+            conn.close()
+
+
+@dataclass
+class ThreadedLoopback:
+    """A ``Loopback`` server running on its own event-loop thread."""
+
+    server: Loopback
+    loop: LoopThread
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+
+def evm_observation(
+    address: str,
+    balance: int,
+    nonce: int,
+    environment: Environment = Environment.LIVE,
+    chain: str = "ethereum",
+    observed_at: datetime | None = None,
+) -> tuple[Environment, Observation]:
+    """A recorded EVM observation (what ``EvmClient`` reports for an EOA)."""
+    canonical = str(parse_address(address, chain))
+    return environment, Observation(
+        chain=chain,
+        address=canonical,
+        address_type="eoa",
+        account_type=AccountType.EOA,
+        balance=balance,
+        decimals=18,
+        symbol="ETH" if chain == "ethereum" else "POL",
+        tx_count=nonce,
+        outbound_tx_count=nonce,
+        exposure=Exposure.EXPOSED_AT_REST if nonce else Exposure.EXPOSED_ON_SPEND,
+        public_key=None,
+        address_reuse_count=max(nonce - 1, 0),
+        first_activity=None,
+        last_activity=None,
+        source="evm-jsonrpc",
+        height=100,
+        observed_at=observed_at or datetime.now(UTC) - timedelta(seconds=5),
+    )
+
+
+def evm_address(n: int) -> str:
+    return str(parse_address("0x" + f"{n:040x}", "ethereum"))
