@@ -10,24 +10,27 @@ from __future__ import annotations
 import itertools
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import httpx
 import msgspec
-from sanic import HTTPResponse, Request, Sanic
+from sanic import HTTPResponse, Sanic
 from sanic.exceptions import SanicException
 
 from api.clientip import client_ip
+from api.context import AppContext, Online, Opened, QdayApp, QdayRequest
 from api.endpoints import Credential, Endpoint
 from api.envelope import ErrorBody, error_response
 from api.errors import ApiError, RateLimited, code_of, status_of
 from api.openapi import build_openapi, render_docs
-from api.ratelimit import Decision, MemoryRateLimiter, RateGroup, SqliteRateLimiter, limit_for
+from api.ratelimit import Decision, MemoryRateLimiter, RateGroup, SharedRateLimiter, limit_for
 from api.routes import accounts, attestations, keys, managed, scans, service
-from chains.clients import build_clients
+from chains.clients import ChainClient, build_clients
 from chains.clients.prices import ChainlinkPrices, PriceOracle, StaticPrices
 from chains.environment import Environment
+from chains.registry import Chain
 from core.clock import Clock, SystemClock
 from core.errors import DomainError
 from core.ids import new_id
@@ -47,6 +50,7 @@ from storage.models import Plan
 from storage.scans_sqlite import SqliteScanStore
 from storage.sqlite import SqliteStore
 from storage.sqlite_db import open_database
+from storage.window_counters_sqlite import SqliteWindowCounters
 
 log = logging.getLogger("qday.api")
 _app_numbers = itertools.count()
@@ -66,7 +70,7 @@ def all_endpoints() -> list[Endpoint]:
     return [e for group in GROUPS for e in group.endpoints]
 
 
-def _bearer(request: Request) -> str | None:
+def _bearer(request: QdayRequest) -> str | None:
     header = request.headers.get("authorization")
     if header is not None:
         scheme, _, value = header.partition(" ")
@@ -83,9 +87,9 @@ def _check_kind(principal: Principal, credential: Credential) -> None:
         raise ApiError("AUTH_003", "publishable keys may only call POST /v1/scan/wallet; use a secret key")
 
 
-def _count(request: Request, group: RateGroup, principal: Principal | None) -> Decision:
+def _count(request: QdayRequest, group: RateGroup, principal: Principal | None) -> Decision:
     ctx = request.app.ctx
-    settings: Settings = ctx.settings
+    settings = ctx.settings
     ip = request.ctx.client_ip
     plan = principal.account.plan if principal else Plan.FREE
     limit = limit_for(group, plan, settings.enterprise_limit_factor, settings.rate_limit_multiplier)
@@ -95,7 +99,7 @@ def _count(request: Request, group: RateGroup, principal: Principal | None) -> D
     return ctx.limiter.hit(buckets, limit, ctx.clock.now().timestamp())
 
 
-async def _on_request(request: Request) -> None:
+async def _on_request(request: QdayRequest) -> None:
     ctx = request.app.ctx
     request.ctx.request_id = new_id("req")
     request.ctx.client_ip = client_ip(request.ip, request.headers.get("x-forwarded-for"), ctx.settings.trusted_proxies)
@@ -124,11 +128,11 @@ async def _on_request(request: Request) -> None:
         )
 
 
-async def _on_response(request: Request, response: HTTPResponse) -> None:
-    if not hasattr(request.ctx, "request_id"):
+async def _on_response(request: QdayRequest, response: HTTPResponse) -> None:
+    if not request.ctx.request_id:  # answered before the request middleware ran
         request.ctx.request_id = new_id("req")
     response.headers["X-Request-Id"] = request.ctx.request_id
-    decision: Decision | None = getattr(request.ctx, "rate", None)
+    decision = request.ctx.rate
     if decision is not None:
         response.headers["X-RateLimit-Limit"] = str(decision.limit)
         response.headers["X-RateLimit-Remaining"] = str(decision.remaining)
@@ -147,69 +151,79 @@ def _error_body(exc: BaseException) -> tuple[int, ErrorBody]:
     return 500, ErrorBody("SRV_001", "internal server error; quote the request id when reporting it", {})
 
 
-async def _on_error(request: Request, exc: BaseException) -> HTTPResponse:
+async def _on_error(request: QdayRequest, exc: BaseException) -> HTTPResponse:
     status, body = _error_body(exc)
+    if not request.ctx.request_id:  # failed before the request middleware ran
+        request.ctx.request_id = new_id("req")
     if status >= 500:
         log.error(
             "request %s failed: %s",
-            getattr(request.ctx, "request_id", "?"),
+            request.ctx.request_id,
             type(exc).__name__,
             exc_info=exc if body.code == "SRV_001" else None,
         )
-    if not hasattr(request.ctx, "request_id"):
-        request.ctx.request_id = new_id("req")
     response = error_response(request, status, body)
     if isinstance(exc, RateLimited):
         response.headers["Retry-After"] = str(exc.retry_after)
     return response
 
 
-def _open_resources(app: Sanic) -> None:
+def _open_resources(app: QdayApp) -> None:
     ctx = app.ctx
-    settings: Settings = ctx.settings
+    settings = ctx.settings
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     secrets = Secrets(load_master_secret(settings.secret_key, settings.secrets_dir))
-    ctx.db = open_database(settings.operational_db, settings.sqlite_synchronous)
-    # secure_delete: managed custody erases wrapped key material through this writer
-    ctx.writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous, secure_delete=True)
-    ctx.store = SqliteStore(ctx.db, ctx.writer)
-    # One worker counts exactly in memory; several share counters through SQLite.
-    window = settings.rate_window_seconds
-    ctx.limiter = (
-        SqliteRateLimiter(settings.ratelimit_db, window) if settings.workers > 1 else MemoryRateLimiter(window)
-    )
-    ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
-    ctx.accounts = AccountService(
-        ctx.store,
-        ApiKeyCodec(settings.key_token, secrets.key_hash_key),
-        SessionCodec(settings.key_token, secrets.session_key),
-        ctx.clock,
-        settings.session_ttl_seconds,
-        settings.rotation_grace_seconds,
-    )
-    attestation_store = SqliteAttestationStore(ctx.db, ctx.writer)
-    ctx.pq_keys = PqKeyService(attestation_store, ctx.clock, secrets.challenge_key, settings.challenge_ttl_seconds)
-    ctx.attestations = AttestationService(
-        attestation_store, ctx.clock, settings.public_domain, settings.challenge_ttl_seconds
-    )
-    # Managed custody: without a usable backend the API still starts (CUS_004 on use).
-    ctx.managed = open_managed_custody(settings, SqliteManagedKeyStore(ctx.db, ctx.writer), ctx.clock, ctx.executor)
-    ctx.purge_loop = PurgeLoop(ctx.managed, settings.purge_interval_seconds)
-    ctx.purge_loop.start()
+    with ExitStack() as undo:  # closes what was opened if a later step fails
+        db = open_database(settings.operational_db, settings.sqlite_synchronous)
+        undo.callback(db.close)
+        # secure_delete: managed custody erases wrapped key material through this writer
+        writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous, secure_delete=True)
+        undo.callback(writer.close)
+        store = SqliteStore(db, writer)
+        # One worker counts exactly in memory; several share counters through SQLite.
+        window = settings.rate_window_seconds
+        limiter: MemoryRateLimiter | SharedRateLimiter = (
+            SharedRateLimiter(SqliteWindowCounters(settings.ratelimit_db), window)
+            if settings.workers > 1
+            else MemoryRateLimiter(window)
+        )
+        undo.callback(limiter.close)
+        executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
+        undo.callback(executor.shutdown)
+        accounts = AccountService(
+            store,
+            ApiKeyCodec(settings.key_token, secrets.key_hash_key),
+            SessionCodec(settings.key_token, secrets.session_key),
+            ctx.clock,
+            settings.session_ttl_seconds,
+            settings.rotation_grace_seconds,
+        )
+        attestation_store = SqliteAttestationStore(db, writer)
+        pq_keys = PqKeyService(attestation_store, ctx.clock, secrets.challenge_key, settings.challenge_ttl_seconds)
+        attestations = AttestationService(
+            attestation_store, ctx.clock, settings.public_domain, settings.challenge_ttl_seconds
+        )
+        # Managed custody: without a usable backend the API still starts (CUS_004 on use).
+        managed = open_managed_custody(settings, SqliteManagedKeyStore(db, writer), ctx.clock, executor)
+        undo.callback(managed.close)
+        purge_loop = PurgeLoop(managed, settings.purge_interval_seconds)
+        ctx.opened = Opened(db, writer, store, limiter, executor, accounts, pq_keys, attestations, managed, purge_loop)
+        undo.pop_all()
+    purge_loop.start()
 
 
-async def _open_chain_access(app: Sanic) -> None:
+async def _open_chain_access(app: QdayApp) -> None:
     ctx = app.ctx
-    settings: Settings = ctx.settings
-    ctx.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
-    clients, prices = {}, {}
+    settings = ctx.settings
+    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
+    clients: dict[Environment, dict[Chain, ChainClient]] = {}
+    prices: dict[Environment, PriceOracle] = {}
     static = StaticPrices.from_file()
     for env in Environment:
         endpoints = settings.chains[env]
-        clients[env] = build_clients(settings.chains, env, ctx.http)
-        prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(endpoints, ctx.http), static])
-    ctx.chain_clients = clients
-    ctx.scans = ScanService(
+        clients[env] = build_clients(settings.chains, env, http)
+        prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(endpoints, http), static])
+    scans = ScanService(
         SqliteScanStore(ctx.db, ctx.writer),
         clients,
         prices,
@@ -217,44 +231,47 @@ async def _open_chain_access(app: Sanic) -> None:
         settings.scan_cache_ttl_seconds,
         settings.pipeline_result_ttl_seconds,
     )
+    ctx.online = Online(http, clients, scans)
 
 
-async def _close_chain_access(app: Sanic) -> None:
-    ctx = app.ctx
-    for clients in getattr(ctx, "chain_clients", {}).values():
-        for client in clients.values():
-            await client.aclose()
-    if hasattr(ctx, "http"):
-        await ctx.http.aclose()
+async def _close_chain_access(app: QdayApp) -> None:
+    online, app.ctx.online = app.ctx.online, None
+    if online is not None:
+        await online.aclose()
 
 
-def _close_resources(app: Sanic) -> None:
-    ctx = app.ctx
-    if hasattr(ctx, "executor"):
-        ctx.executor.shutdown(wait=True)
-    for name in ("purge_loop", "managed", "writer", "store", "limiter"):
-        if hasattr(ctx, name):
-            getattr(ctx, name).close()
+def _close_resources(app: QdayApp) -> None:
+    opened, app.ctx.opened = app.ctx.opened, None
+    if opened is not None:
+        opened.close()
 
 
-def create_app(settings: Settings, clock: Clock | None = None, passwords: Passwords | None = None) -> Sanic:
+def create_app(settings: Settings, clock: Clock | None = None, passwords: Passwords | None = None) -> QdayApp:
     """A configured app; storage is opened when the server (or ASGI lifespan) starts.
 
     ``clock`` and ``passwords`` are injectable for tests (expiry without sleeping,
     cheaper hashing).
     """
-    app = Sanic(f"qday_{next(_app_numbers)}", configure_logging=True)
+    version = _package_version()
+    document = build_openapi(all_endpoints(), version)
+    context = AppContext(
+        settings,
+        clock or SystemClock(),
+        passwords or Passwords(),
+        version,
+        msgspec.json.encode(document),
+        render_docs(document),
+    )
+    app: QdayApp = Sanic(
+        f"qday_{next(_app_numbers)}",
+        ctx=context,
+        request_class=QdayRequest,  # type: ignore[arg-type]  # Sanic types it as the default Request class
+        configure_logging=True,
+    )
     app.config.REQUEST_MAX_SIZE = settings.max_body_bytes
     app.config.FALLBACK_ERROR_FORMAT = "json"
     app.config.ACCESS_LOG = settings.access_log
     app.config.KEEP_ALIVE_TIMEOUT = 30
-    app.ctx.settings = settings
-    app.ctx.clock = clock or SystemClock()
-    app.ctx.passwords = passwords or Passwords()
-    app.ctx.version = _package_version()
-    document = build_openapi(all_endpoints(), app.ctx.version)
-    app.ctx.openapi_json = msgspec.json.encode(document)
-    app.ctx.docs_html = render_docs(document)
     for group in GROUPS:
         app.blueprint(group.blueprint)
     app.on_request(_on_request)
@@ -262,12 +279,12 @@ def create_app(settings: Settings, clock: Clock | None = None, passwords: Passwo
     app.error_handler.add(Exception, _on_error)
 
     @app.before_server_start
-    async def _start(app: Sanic, *_: Any) -> None:
+    async def _start(app: QdayApp, *_: Any) -> None:
         _open_resources(app)
         await _open_chain_access(app)
 
     @app.after_server_stop
-    async def _stop(app: Sanic, *_: Any) -> None:
+    async def _stop(app: QdayApp, *_: Any) -> None:
         await _close_chain_access(app)
         _close_resources(app)
 

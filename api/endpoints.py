@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from types import GenericAlias, UnionType
 from typing import Any
 
-from sanic import Blueprint, HTTPResponse, Request
+from sanic import Blueprint, HTTPResponse
 
+from api.context import QdayRequest
 from api.ratelimit import RateGroup
 from api.validation import decode_body
 
@@ -104,7 +105,7 @@ class EndpointGroup:
             sanic_path = path.replace("{", "<").replace("}", ">")
 
             @functools.wraps(handler)
-            async def wrapped(request: Request, **params: Any) -> HTTPResponse:
+            async def wrapped(request: QdayRequest, **params: Any) -> HTTPResponse:
                 if endpoint.body is not None:
                     return await handler(request, decode_body(request, endpoint.body), **params)
                 return await handler(request, **params)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from sanic import HTTPResponse, Request
+from sanic import HTTPResponse
 
+from api.context import QdayRequest
 from core.clock import iso
 
 _encoder = msgspec.json.Encoder()
@@ -28,18 +29,18 @@ class ErrorBody(msgspec.Struct):
     details: dict[str, Any] = {}
 
 
-def meta_of(request: Request) -> Meta:
+def meta_of(request: QdayRequest) -> Meta:
     """The ``meta`` member for a response to this request."""
     return Meta(request_id=request.ctx.request_id, timestamp=iso(request.app.ctx.clock.now()))
 
 
-def ok(request: Request, data: Any, status: int = 200) -> HTTPResponse:
+def ok(request: QdayRequest, data: Any, status: int = 200) -> HTTPResponse:
     """A success response wrapping ``data`` (any msgspec-encodable value)."""
     body = _encoder.encode({"data": data, "meta": meta_of(request)})
     return HTTPResponse(body, status=status, content_type=JSON)
 
 
-def error_response(request: Request, status: int, body: ErrorBody) -> HTTPResponse:
+def error_response(request: QdayRequest, status: int, body: ErrorBody) -> HTTPResponse:
     """An error response in the spec's envelope."""
     return HTTPResponse(_encoder.encode({"error": body, "meta": meta_of(request)}), status=status, content_type=JSON)
 

@@ -16,11 +16,10 @@ import enum
 import functools
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from storage.models import Plan
-from storage.sqlite_db import connect, write_transaction
+from storage.repository import WindowCounters
 
 #: The spec's limits are per minute.
 DEFAULT_WINDOW_SECONDS = 60
@@ -122,41 +121,20 @@ class MemoryRateLimiter:
         """Nothing to release."""
 
 
-class SqliteRateLimiter:
-    """Atomic per-window counters in their own SQLite file.
+class SharedRateLimiter:
+    """Counters shared by every worker, kept by the store (``WindowCounters``):
+    exact across processes."""
 
-    The file holds nothing durable (a lost window only resets counts), so it is
-    written with ``synchronous = OFF``.
-    """
-
-    def __init__(self, path: Path, window_seconds: int = DEFAULT_WINDOW_SECONDS) -> None:
+    def __init__(self, counters: WindowCounters, window_seconds: int = DEFAULT_WINDOW_SECONDS) -> None:
         self._window = _checked_window(window_seconds)
-        self._conn = connect(path, synchronous="OFF")
-        self._conn.execute(
-            "CREATE TABLE IF NOT EXISTS windows (bucket TEXT PRIMARY KEY, start INTEGER NOT NULL,"
-            " count INTEGER NOT NULL) WITHOUT ROWID"
-        )
-        self._hits = 0
+        self._counters = counters
 
     def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
         """Count one request against every bucket and decide if it fits all of them."""
         start = _window_start(now, self._window)
-        counts = []
-        with write_transaction(self._conn) as c:
-            for bucket in buckets:
-                (count,) = c.execute(
-                    "INSERT INTO windows (bucket, start, count) VALUES (?, ?, 1)"
-                    " ON CONFLICT (bucket) DO UPDATE SET"
-                    " count = CASE WHEN start = excluded.start THEN count + 1 ELSE 1 END,"
-                    " start = excluded.start RETURNING count",
-                    (bucket, start),
-                ).fetchone()
-                counts.append(count)
-            self._hits += 1
-            if self._hits % 1000 == 0:
-                c.execute("DELETE FROM windows WHERE start < ?", (start - self._window,))
+        counts = self._counters.count(buckets, start, prune_before=start - self._window)
         return _decision(counts, limit, start + self._window)
 
     def close(self) -> None:
-        """Release the connection."""
-        self._conn.close()
+        """Release the counters."""
+        self._counters.close()

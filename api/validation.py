@@ -11,8 +11,8 @@ import re
 from typing import TypeVar
 
 import msgspec
-from sanic import Request
 
+from api.context import QdayRequest
 from api.errors import ApiError
 
 T = TypeVar("T")
@@ -34,7 +34,7 @@ def _field_of(message: str) -> tuple[str, str]:
     return path.lstrip("."), reason
 
 
-def decode_body(request: Request, model: type[T]) -> T:
+def decode_body(request: QdayRequest, model: type[T]) -> T:
     """The request body decoded into ``model``; raises ``ApiError`` with a clear
     field-level reason when it does not fit."""
     content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()

@@ -185,3 +185,16 @@ class ManagedKeyStore(Protocol):
 
     def release_space(self) -> None:
         """Checkpoint and truncate the write-ahead log (after destroying keys)."""
+
+
+class WindowCounters(Protocol):
+    """Rate-limit counters several API workers share (exact across processes)."""
+
+    def count(self, buckets: tuple[str, ...], start: int, prune_before: int) -> list[int]:
+        """Add one to each bucket's count in the window starting at ``start`` and return
+        the new counts, atomically; windows before ``prune_before`` may be forgotten."""
+        ...
+
+    def close(self) -> None:
+        """Release what the counters hold."""
+        ...

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from sanic import HTTPResponse, Request
+from sanic import HTTPResponse
 
+from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import no_content, ok
 from api.models.accounts import (
@@ -57,7 +58,7 @@ def _key_out(k: ApiKey) -> ApiKeyOut:
     errors=("REQ_001", "REQ_002", "REQ_003", "ACC_001", "ACC_003", "RATE_001"),
     tag="accounts",
 )
-async def register(request: Request, body: RegisterRequest) -> HTTPResponse:
+async def register(request: QdayRequest, body: RegisterRequest) -> HTTPResponse:
     """Create an account; the password is stored only as an argon2id hash."""
     ctx = request.app.ctx
     ctx.passwords.check_policy(body.password)
@@ -78,7 +79,7 @@ async def register(request: Request, body: RegisterRequest) -> HTTPResponse:
     tag="accounts",
     description="Wrong password and unknown email give the same error and take the same time.",
 )
-async def login(request: Request, body: LoginRequest) -> HTTPResponse:
+async def login(request: QdayRequest, body: LoginRequest) -> HTTPResponse:
     """A session token for the dashboard and the key-management endpoints."""
     ctx = request.app.ctx
     account, stored_hash = ctx.accounts.stored_password_hash(body.email)
@@ -105,7 +106,7 @@ async def login(request: Request, body: LoginRequest) -> HTTPResponse:
         "The full key is returned only in this response. A secret key may create keys of its own environment only."
     ),
 )
-async def create_api_key(request: Request, body: CreateApiKeyRequest) -> HTTPResponse:
+async def create_api_key(request: QdayRequest, body: CreateApiKeyRequest) -> HTTPResponse:
     """Create a publishable or secret key for the test or live environment."""
     key, secret = await request.app.ctx.accounts.create_key(
         request.ctx.principal, body.name, KeyType(body.type), Environment(body.environment)
@@ -132,7 +133,7 @@ async def create_api_key(request: Request, body: CreateApiKeyRequest) -> HTTPRes
     errors=_KEY_ERRORS,
     tag="api-keys",
 )
-async def list_api_keys(request: Request) -> HTTPResponse:
+async def list_api_keys(request: QdayRequest) -> HTTPResponse:
     """The caller's keys, with prefixes instead of full keys."""
     keys = request.app.ctx.accounts.list_keys(request.ctx.principal)
     return ok(request, [_key_out(k) for k in keys])
@@ -148,7 +149,7 @@ async def list_api_keys(request: Request) -> HTTPResponse:
     errors=("REQ_005", *_KEY_ERRORS),
     tag="api-keys",
 )
-async def delete_api_key(request: Request, key_id: str) -> HTTPResponse:
+async def delete_api_key(request: QdayRequest, key_id: str) -> HTTPResponse:
     """Delete a key; requests with it get AUTH_002 from now on."""
     await request.app.ctx.accounts.delete_key(request.ctx.principal, key_id)
     return no_content()
@@ -165,7 +166,7 @@ async def delete_api_key(request: Request, key_id: str) -> HTTPResponse:
     errors=("REQ_005", "KEY_001", *_KEY_ERRORS),
     tag="api-keys",
 )
-async def rotate_api_key(request: Request, key_id: str) -> HTTPResponse:
+async def rotate_api_key(request: QdayRequest, key_id: str) -> HTTPResponse:
     """Issue a replacement key; the old key stays active for exactly 24 hours."""
     new, secret, old_expires = await request.app.ctx.accounts.rotate_key(request.ctx.principal, key_id)
     out = RotatedKeyOut(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from sanic import HTTPResponse, Request
+from sanic import HTTPResponse
 
 import pqc
+from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import ok
 from api.errors import ApiError
@@ -93,7 +94,7 @@ def _hybrid_input(
     description="The statement names this service, the chain and both keys, and can be attested once before it "
     "expires. Sign its UTF-8 bytes with both keys and send it as message with strict=true.",
 )
-async def issue_statement(request: Request, body: StatementRequest) -> HTTPResponse:
+async def issue_statement(request: QdayRequest, body: StatementRequest) -> HTTPResponse:
     """A canonical statement that defeats replay and mix-and-match of signatures."""
     chain = chain_of(body.chain)
     algorithm = hybrid_algorithm(body.algorithm)
@@ -126,7 +127,7 @@ async def issue_statement(request: Request, body: StatementRequest) -> HTTPRespo
     "ML-DSA key is registered to the caller; then stores the attestation. PQC_004 (nothing stored) if "
     "either signature fails, with details.ecdsaValid / details.pqcValid.",
 )
-async def sign_hybrid(request: Request, body: HybridRequest) -> HTTPResponse:
+async def sign_hybrid(request: QdayRequest, body: HybridRequest) -> HTTPResponse:
     """Verify both signatures off the event loop, then store the attestation."""
     h = _hybrid_input(
         body.message,
@@ -176,12 +177,13 @@ def _form_of(body: VerifyRequest) -> str:
     "not the signatures hold; malformed keys or signatures are PQC_002. A stored attestation is "
     "re-verified from its stored signatures. The single-signature form is free of metering.",
 )
-async def verify(request: Request, body: VerifyRequest) -> HTTPResponse:
+async def verify(request: QdayRequest, body: VerifyRequest) -> HTTPResponse:
     """Re-run the checks and report each half separately."""
     ctx = request.app.ctx
     form = _form_of(body)
     attestation_id = None
     if form == "stored":
+        assert body.attestation_id is not None  # _form_of checked it is present
         stored = ctx.attestations.stored(request.ctx.principal, body.attestation_id)
         attestation_id = stored.id
         h = HybridInput(

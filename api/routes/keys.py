@@ -5,9 +5,10 @@ from __future__ import annotations
 import base64
 import struct
 
-from sanic import HTTPResponse, Request
+from sanic import HTTPResponse
 
 import pqc
+from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import ok
 from api.errors import ApiError
@@ -75,7 +76,7 @@ def _raw_body(keypair: pqc.KeyPair) -> bytes:
     "(Pro plan and above, else CUS_001; ML-DSA only, else CUS_003) the private key stays in custody "
     "and the answer is the managed key (custody: managed, state: active), never private material.",
 )
-async def generate_key(request: Request, body: GenerateKeyRequest) -> HTTPResponse:
+async def generate_key(request: QdayRequest, body: GenerateKeyRequest) -> HTTPResponse:
     """Generate a key pair off the event loop and register its public key."""
     ctx = request.app.ctx
     if body.custody == "managed":
@@ -141,7 +142,7 @@ async def generate_key(request: Request, body: GenerateKeyRequest) -> HTTPRespon
     description="Sign the challenge's UTF-8 bytes with the private key, using the returned context, "
     "then call POST /v1/keys/register.",
 )
-async def registration_challenge(request: Request, body: RegistrationChallengeRequest) -> HTTPResponse:
+async def registration_challenge(request: QdayRequest, body: RegistrationChallengeRequest) -> HTTPResponse:
     """A signed, expiring challenge bound to the caller and the public key."""
     algorithm = pqc.parse_algorithm(body.algorithm)
     public_key = public_key_from_hex(algorithm, body.public_key, "publicKey")
@@ -162,7 +163,7 @@ async def registration_challenge(request: Request, body: RegistrationChallengeRe
     errors=("PQC_001", "PQC_002", "PQC_004", "PQC_005", "GEN_001"),
     tag="keys",
 )
-async def register_key(request: Request, body: RegisterKeyRequest) -> HTTPResponse:
+async def register_key(request: QdayRequest, body: RegisterKeyRequest) -> HTTPResponse:
     """Register a public key after checking the signature over our challenge."""
     algorithm = pqc.parse_algorithm(body.algorithm)
     chain = keygen_chain(body.chain)
@@ -193,6 +194,6 @@ async def register_key(request: Request, body: RegisterKeyRequest) -> HTTPRespon
     response=list[PqKeyOut],
     tag="keys",
 )
-async def list_keys(request: Request) -> HTTPResponse:
+async def list_keys(request: QdayRequest) -> HTTPResponse:
     """The caller's registered public keys in its environment."""
     return ok(request, [_pq_key_out(k) for k in request.app.ctx.pq_keys.list_keys(request.ctx.principal)])

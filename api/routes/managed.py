@@ -7,9 +7,10 @@ from __future__ import annotations
 import base64
 import json
 
-from sanic import HTTPResponse, Request
+from sanic import HTTPResponse
 
 import pqc
+from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import ok
 from api.models.custody import (
@@ -94,7 +95,7 @@ def _usage_out(u: Usage) -> UsageOut:
     "CUS_005; another account's or environment's key id REQ_005. Each signature is counted for the "
     "month's usage before it is returned.",
 )
-async def sign_managed(request: Request, body: ManagedSignRequest) -> HTTPResponse:
+async def sign_managed(request: QdayRequest, body: ManagedSignRequest) -> HTTPResponse:
     """Unwrap in custody, sign once, wipe, count."""
     message = pqc.decode_hex(body.message, field="message", allow_empty=True)
     context = pqc.decode_hex(body.context, field="context", allow_empty=True)
@@ -125,7 +126,7 @@ async def sign_managed(request: Request, body: ManagedSignRequest) -> HTTPRespon
     description="Any state, destroyed included (the public key stays available). Ids of keys in self custody, "
     "of other accounts or of the other environment: REQ_005.",
 )
-async def get_managed_key(request: Request, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
+async def get_managed_key(request: QdayRequest, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
     """One managed key of the caller."""
     return ok(request, managed_key_out(request.app.ctx.managed.get(request.ctx.principal, id)))
 
@@ -143,7 +144,7 @@ async def get_managed_key(request: Request, id: str) -> HTTPResponse:  # noqa: A
     "(QDAY_DELETION_WAIT_DAYS); it cannot sign meanwhile, and POST .../cancel-deletion restores it. "
     "After that date its key material is destroyed irreversibly. Scheduling again: CUS_006.",
 )
-async def delete_managed_key(request: Request, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
+async def delete_managed_key(request: QdayRequest, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
     """Start the waiting period."""
     key = await request.app.ctx.managed.schedule_deletion(request.ctx.principal, id, request.ctx.request_id)
     return ok(request, managed_key_out(key))
@@ -160,7 +161,7 @@ async def delete_managed_key(request: Request, id: str) -> HTTPResponse:  # noqa
     tag="custody",
     description="pending_deletion → active. A key that is not pending deletion: CUS_006; destroyed: CUS_005.",
 )
-async def cancel_deletion(request: Request, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
+async def cancel_deletion(request: QdayRequest, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
     """End the waiting period early, keeping the key."""
     key = await request.app.ctx.managed.cancel_deletion(request.ctx.principal, id, request.ctx.request_id)
     return ok(request, managed_key_out(key))
@@ -177,7 +178,7 @@ async def cancel_deletion(request: Request, id: str) -> HTTPResponse:  # noqa: A
     tag="custody",
     description="Every state change, oldest first; append-only. Each hash chains the account's previous event.",
 )
-async def key_events(request: Request, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
+async def key_events(request: QdayRequest, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
     """The append-only log of one key."""
     return ok(request, [_event_out(e) for e in request.app.ctx.managed.events(request.ctx.principal, id)])
 
@@ -195,7 +196,7 @@ async def key_events(request: Request, id: str) -> HTTPResponse:  # noqa: A002 -
     "operations per key, key-months and billable units (key-months + ceil(signatures / 10,000)) of the "
     "caller's account in the caller's environment. Verification is never counted. No prices or billing.",
 )
-async def usage(request: Request) -> HTTPResponse:
+async def usage(request: QdayRequest) -> HTTPResponse:
     """Counts for the month."""
     month = request.args.get("month") or None
     return ok(request, _usage_out(request.app.ctx.managed.usage(request.ctx.principal, month)))

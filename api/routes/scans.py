@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import msgspec
-from sanic import HTTPResponse, Request
+from sanic import HTTPResponse
 
+from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import no_content, ok
 from api.models.scans import DetectOut, DetectRequest, ScanRequest, WalletScanOut, WatchedOut, WatchRequest
@@ -36,7 +37,7 @@ def _watched_out(w: WatchedAddress) -> WatchedOut:
     "fetches chain data, scores it and stores it. refresh=true forces a fetch. Test keys scan test "
     "networks. Without chain, an EVM address is scanned on ethereum (see POST /v1/scan/detect).",
 )
-async def scan_wallet(request: Request, body: ScanRequest) -> HTTPResponse:
+async def scan_wallet(request: QdayRequest, body: ScanRequest) -> HTTPResponse:
     """One address's risk, from the cache or fresh."""
     outcome = await request.app.ctx.scans.scan(request.ctx.principal, body.address, body.chain, body.refresh)
     flag = b'{"cached":true,' if outcome.cached else b'{"cached":false,'
@@ -55,7 +56,7 @@ async def scan_wallet(request: Request, body: ScanRequest) -> HTTPResponse:
     tag="scans",
     description="An EVM address is valid on all 15 EVM chains; scan each one you care about by naming it.",
 )
-async def detect(request: Request, body: DetectRequest) -> HTTPResponse:
+async def detect(request: QdayRequest, body: DetectRequest) -> HTTPResponse:
     """The candidate chains for an address, most likely first."""
     env = environment_of(request.ctx.principal)
     default = resolve_address(body.address, None, env)  # SCAN_001 when no chain takes it
@@ -77,7 +78,7 @@ async def detect(request: Request, body: DetectRequest) -> HTTPResponse:
     errors=_SCAN_ERRORS,
     tag="watchlist",
 )
-async def watch(request: Request, body: WatchRequest) -> HTTPResponse:
+async def watch(request: QdayRequest, body: WatchRequest) -> HTTPResponse:
     """Add an address to the caller's watch list (idempotent)."""
     entry = await request.app.ctx.scans.watch(request.ctx.principal, body.address, body.chain, body.label)
     return ok(request, _watched_out(entry), status=201)
@@ -92,7 +93,7 @@ async def watch(request: Request, body: WatchRequest) -> HTTPResponse:
     response=list[WatchedOut],
     tag="watchlist",
 )
-async def watchlist(request: Request) -> HTTPResponse:
+async def watchlist(request: QdayRequest) -> HTTPResponse:
     """The caller's watched addresses in its environment."""
     return ok(request, [_watched_out(w) for w in request.app.ctx.scans.watchlist(request.ctx.principal)])
 
@@ -107,7 +108,7 @@ async def watchlist(request: Request) -> HTTPResponse:
     errors=("REQ_005",),
     tag="watchlist",
 )
-async def unwatch(request: Request, entry_id: str) -> HTTPResponse:
+async def unwatch(request: QdayRequest, entry_id: str) -> HTTPResponse:
     """Remove an entry from the caller's watch list."""
     await request.app.ctx.scans.unwatch(request.ctx.principal, entry_id)
     return no_content()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from sanic import HTTPResponse, Request
+from sanic import HTTPResponse
 
+from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import ok
 from api.models.service import HealthOut
@@ -22,7 +23,7 @@ docs_group = EndpointGroup("docs", version_prefix="")
     response=HealthOut,
     tag="service",
 )
-async def health(request: Request) -> HTTPResponse:
+async def health(request: QdayRequest) -> HTTPResponse:
     """Answers while the process serves requests; needs no credential."""
     return ok(request, HealthOut(status="ok", version=request.app.ctx.version, api_version="v1"))
 
@@ -37,7 +38,7 @@ async def health(request: Request) -> HTTPResponse:
     tag="service",
     enveloped=False,
 )
-async def openapi_document(request: Request) -> HTTPResponse:
+async def openapi_document(request: QdayRequest) -> HTTPResponse:
     """The OpenAPI document (not enveloped: tools read it as it is)."""
     return HTTPResponse(request.app.ctx.openapi_json, content_type="application/json")
 
@@ -53,6 +54,6 @@ async def openapi_document(request: Request) -> HTTPResponse:
     content_type="text/html",
     enveloped=False,
 )
-async def docs_page(request: Request) -> HTTPResponse:
+async def docs_page(request: QdayRequest) -> HTTPResponse:
     """The HTML docs page generated from the OpenAPI document."""
     return HTTPResponse(request.app.ctx.docs_html, content_type="text/html; charset=utf-8")

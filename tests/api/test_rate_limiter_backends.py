@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from api.ratelimit import MemoryRateLimiter, RateGroup, SqliteRateLimiter, limit_for
+from api.ratelimit import MemoryRateLimiter, RateGroup, SharedRateLimiter, limit_for
 from storage.models import Plan
+from storage.window_counters_sqlite import SqliteWindowCounters
 
 
 @pytest.fixture(params=["memory", "sqlite"])
@@ -19,7 +20,7 @@ def make_limiter(request, tmp_path):
         if request.param == "memory":
             backend = MemoryRateLimiter(*window)
         else:
-            backend = SqliteRateLimiter(tmp_path / f"rl{len(made)}.sqlite", *window)
+            backend = SharedRateLimiter(SqliteWindowCounters(tmp_path / f"rl{len(made)}.sqlite"), *window)
         made.append(backend)
         return backend
 
@@ -82,8 +83,10 @@ def test_a_long_window_keeps_counting(make_limiter):
 def test_a_window_must_be_positive(window, tmp_path):
     with pytest.raises(ValueError, match="positive"):
         MemoryRateLimiter(window)
+    counters = SqliteWindowCounters(tmp_path / "rl.sqlite")
     with pytest.raises(ValueError, match="positive"):
-        SqliteRateLimiter(tmp_path / "rl.sqlite", window)
+        SharedRateLimiter(counters, window)
+    counters.close()
 
 
 def test_limits_follow_the_spec_table():
