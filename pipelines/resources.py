@@ -41,14 +41,14 @@ from pipelines.sources import (
     SnapshotChainData,
     StaticPriceData,
 )
+from services.settings import load_settings
 from storage.analytics import AnalyticsStore
 from storage.models import ScanResult, WatchedAddress
 from storage.scans_sqlite import SqliteScanStore, open_scan_store
 
 
 def _endpoints(config_file: str | None) -> ChainEndpoints:
-    from services.settings import load_settings  # the one place settings (file + QDAY_* variables) are read
-
+    """The chain endpoints of the qday settings (file + QDAY_* variables), as the API reads them."""
     return load_settings(config_file=Path(config_file) if config_file else None).chains
 
 
