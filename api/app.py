@@ -20,17 +20,16 @@ from sanic import HTTPResponse, Sanic
 from sanic.exceptions import SanicException
 
 from api.clientip import client_ip
-from api.context import AppContext, Online, Opened, QdayApp, QdayRequest
+from api.context import AppContext, QdayApp, QdayRequest
 from api.endpoints import Credential, Endpoint
 from api.envelope import ErrorBody, error_response
 from api.errors import ApiError, RateLimited, code_of, status_of
 from api.openapi import build_openapi, render_docs
 from api.ratelimit import Decision, MemoryRateLimiter, RateGroup, SharedRateLimiter, limit_for
 from api.routes import accounts, attestations, keys, managed, scans, service
-from chains.clients import ChainClient, build_clients
+from chains.clients import build_clients
 from chains.clients.prices import ChainlinkPrices, PriceOracle, StaticPrices
 from chains.environment import Environment
-from chains.registry import Chain
 from core.clock import Clock, SystemClock
 from core.errors import DomainError
 from core.ids import new_id
@@ -118,7 +117,8 @@ async def _on_request(request: QdayRequest) -> None:
         raise RateLimited(decision.retry_after(ctx.clock.now().timestamp()))
     if auth_error is not None:
         raise auth_error
-    request.ctx.principal = principal
+    if principal is not None:
+        request.ctx.principal = principal
     length = request.headers.get("content-length")
     if (length is not None and length.isdigit() and int(length) > ctx.settings.max_body_bytes) or len(
         request.body or b""
@@ -173,77 +173,75 @@ def _open_resources(app: QdayApp) -> None:
     settings = ctx.settings
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     secrets = Secrets(load_master_secret(settings.secret_key, settings.secrets_dir))
-    with ExitStack() as undo:  # closes what was opened if a later step fails
-        db = open_database(settings.operational_db, settings.sqlite_synchronous)
-        undo.callback(db.close)
+    with ExitStack() as opened:  # a failed step closes what the earlier ones opened
+        ctx.db = open_database(settings.operational_db, settings.sqlite_synchronous)
         # secure_delete: managed custody erases wrapped key material through this writer
-        writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous, secure_delete=True)
-        undo.callback(writer.close)
-        store = SqliteStore(db, writer)
+        ctx.writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous, secure_delete=True)
+        opened.callback(ctx.writer.close)
+        ctx.store = SqliteStore(ctx.db, ctx.writer)  # closing it closes the connection
+        opened.callback(ctx.store.close)
         # One worker counts exactly in memory; several share counters through SQLite.
         window = settings.rate_window_seconds
-        limiter: MemoryRateLimiter | SharedRateLimiter = (
+        ctx.limiter = (
             SharedRateLimiter(SqliteWindowCounters(settings.ratelimit_db), window)
             if settings.workers > 1
             else MemoryRateLimiter(window)
         )
-        undo.callback(limiter.close)
-        executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
-        undo.callback(executor.shutdown)
-        accounts = AccountService(
-            store,
+        opened.callback(ctx.limiter.close)
+        ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
+        ctx.accounts = AccountService(
+            ctx.store,
             ApiKeyCodec(settings.key_token, secrets.key_hash_key),
             SessionCodec(settings.key_token, secrets.session_key),
             ctx.clock,
             settings.session_ttl_seconds,
             settings.rotation_grace_seconds,
         )
-        attestation_store = SqliteAttestationStore(db, writer)
-        pq_keys = PqKeyService(attestation_store, ctx.clock, secrets.challenge_key, settings.challenge_ttl_seconds)
-        attestations = AttestationService(
+        attestation_store = SqliteAttestationStore(ctx.db, ctx.writer)
+        ctx.pq_keys = PqKeyService(attestation_store, ctx.clock, secrets.challenge_key, settings.challenge_ttl_seconds)
+        ctx.attestations = AttestationService(
             attestation_store, ctx.clock, settings.public_domain, settings.challenge_ttl_seconds
         )
         # Managed custody: without a usable backend the API still starts (CUS_004 on use).
-        managed = open_managed_custody(settings, SqliteManagedKeyStore(db, writer), ctx.clock, executor)
-        undo.callback(managed.close)
-        purge_loop = PurgeLoop(managed, settings.purge_interval_seconds)
-        ctx.opened = Opened(db, writer, store, limiter, executor, accounts, pq_keys, attestations, managed, purge_loop)
-        undo.pop_all()
-    purge_loop.start()
+        ctx.managed = open_managed_custody(settings, SqliteManagedKeyStore(ctx.db, ctx.writer), ctx.clock, ctx.executor)
+        opened.callback(ctx.managed.close)
+        ctx.purge_loop = PurgeLoop(ctx.managed, settings.purge_interval_seconds)
+        opened.callback(ctx.purge_loop.close)
+        # Closed first: work in flight (hashing, signing) ends before what it uses closes.
+        opened.callback(ctx.executor.shutdown, wait=True)
+        ctx.closing = opened.pop_all()
+    ctx.purge_loop.start()
 
 
 async def _open_chain_access(app: QdayApp) -> None:
     ctx = app.ctx
     settings = ctx.settings
-    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
-    clients: dict[Environment, dict[Chain, ChainClient]] = {}
+    ctx.http = httpx.AsyncClient(limits=httpx.Limits(max_connections=100, max_keepalive_connections=20))
+    ctx.aclosing.push_async_callback(ctx.http.aclose)  # closed after the clients that use it
+    ctx.chain_clients = {}
     prices: dict[Environment, PriceOracle] = {}
     static = StaticPrices.from_file()
     for env in Environment:
-        endpoints = settings.chains[env]
-        clients[env] = build_clients(settings.chains, env, http)
-        prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(endpoints, http), static])
-    scans = ScanService(
+        ctx.chain_clients[env] = build_clients(settings.chains, env, ctx.http)
+        for client in ctx.chain_clients[env].values():
+            ctx.aclosing.push_async_callback(client.aclose)
+        prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(settings.chains[env], ctx.http), static])
+    ctx.scans = ScanService(
         SqliteScanStore(ctx.db, ctx.writer),
-        clients,
+        ctx.chain_clients,
         prices,
         ctx.clock,
         settings.scan_cache_ttl_seconds,
         settings.pipeline_result_ttl_seconds,
     )
-    ctx.online = Online(http, clients, scans)
 
 
 async def _close_chain_access(app: QdayApp) -> None:
-    online, app.ctx.online = app.ctx.online, None
-    if online is not None:
-        await online.aclose()
+    await app.ctx.aclosing.aclose()
 
 
 def _close_resources(app: QdayApp) -> None:
-    opened, app.ctx.opened = app.ctx.opened, None
-    if opened is not None:
-        opened.close()
+    app.ctx.closing.close()
 
 
 def create_app(settings: Settings, clock: Clock | None = None, passwords: Passwords | None = None) -> QdayApp:

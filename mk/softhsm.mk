@@ -24,8 +24,8 @@ softhsm:  ## install SoftHSM2 (Debian package softhsm2) when softhsm2-util or th
 
 softhsm-token: softhsm install  ## create (idempotently) a token and its wrapping key under SOFTHSM_DIR=<dir>
 	@test -n "$(SOFTHSM_DIR)" || { echo "usage: make softhsm-token SOFTHSM_DIR=<dir>" >&2; exit 2; }
-	$(PY) -m services.custody.softhsm init --module $(SOFTHSM_MODULE) $(SOFTHSM_DIR)
+	$(PY) -m services.custody.softhsm_cli init --module $(SOFTHSM_MODULE) $(SOFTHSM_DIR)
 
 softhsm-test-token: softhsm install  ## a fresh throw-away token for the test suite under SOFTHSM_TEST_DIR
 	rm -rf $(SOFTHSM_TEST_DIR)
-	$(PY) -m services.custody.softhsm init --module $(SOFTHSM_MODULE) $(SOFTHSM_TEST_DIR)
+	$(PY) -m services.custody.softhsm_cli init --module $(SOFTHSM_MODULE) $(SOFTHSM_TEST_DIR)

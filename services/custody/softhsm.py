@@ -1,13 +1,11 @@
 """SoftHSM2, the embedded PKCS#11 token of managed custody: its files under the data
-directory, its creation with ``softhsm2-util`` (PINs generated and kept owner-only),
-and ``python -m services.custody.softhsm init DIR``, which creates a token the same
-way the server does on first start (``make`` uses it). The backend that uses the
-token is ``services.custody.pkcs11``.
+directory and its creation with ``softhsm2-util`` (PINs generated and kept owner-only).
+The backend that uses the token is ``services.custody.pkcs11``; the command that makes
+one is ``services.custody.softhsm_cli``.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import logging
@@ -16,7 +14,6 @@ import re
 import secrets
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,26 +173,3 @@ def open_softhsm(
     with _file_lock(layout.lock):
         user_pin = ensure_softhsm_token(conf, token_label, pin)
         return Pkcs11WrappedSeedCustody(module, token_label, user_pin, wrap_label, conf=conf)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``init DIR``: create (idempotently) a SoftHSM2 token and its wrapping key under DIR."""
-    parser = argparse.ArgumentParser(prog="python -m services.custody.softhsm")
-    sub = parser.add_subparsers(dest="command", required=True)
-    init = sub.add_parser("init", help="create a SoftHSM2 token under DIR (idempotent)")
-    init.add_argument("directory", type=Path)
-    init.add_argument("--label", default=DEFAULT_TOKEN_LABEL)
-    init.add_argument("--module", default=SOFTHSM_MODULE)
-    args = parser.parse_args(argv)
-    conf = SoftHsmLayout(args.directory.absolute()).conf
-    try:
-        open_softhsm(conf, args.label, module=args.module).close()
-    except CustodyUnavailable as exc:
-        print(f"softhsm: {exc}", file=sys.stderr)
-        return 2
-    print(conf)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

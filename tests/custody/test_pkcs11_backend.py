@@ -4,6 +4,10 @@ on the token."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pkcs11
 import pytest
 
@@ -15,6 +19,7 @@ from services.custody.errors import CustodyIntegrityError, CustodyUnavailable
 from services.custody.pkcs11 import _MODULE_LOCK, Pkcs11WrappedSeedCustody
 from services.custody.softhsm import SoftHsmLayout, ensure_softhsm_token, open_softhsm
 from tests.custody.support import requires_softhsm, shared_softhsm_conf
+from tests.support import REPO_ROOT
 
 pytestmark = requires_softhsm
 BIND = binding_for("key_one", "usr_one", "live", "ml-dsa-65")
@@ -126,6 +131,22 @@ def test_token_creation_is_idempotent_and_owner_only(tmp_path):
     with pytest.raises(CustodyUnavailable, match="PIN is unknown"):
         ensure_softhsm_token(conf)
     assert ensure_softhsm_token(conf, pin=pin) == pin
+
+
+def _init(directory: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "services.custody.softhsm_cli", "init", str(directory), *flags]
+    return subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_the_init_command_makes_a_token_with_its_wrapping_key_once(tmp_path):
+    """What `make` runs: a token and its wrapping key, then the same token again."""
+    conf = SoftHsmLayout(tmp_path / "softhsm").conf
+    first, again = _init(tmp_path / "softhsm"), _init(tmp_path / "softhsm")
+    assert (first.returncode, first.stdout.strip()) == (0, str(conf)), first.stderr
+    assert (again.returncode, again.stdout.strip()) == (0, str(conf)), again.stderr
+    assert len(list(SoftHsmLayout(conf.parent).tokens.iterdir())) == 1
+    missing = _init(tmp_path / "other", "--module", str(tmp_path / "no-such-module.so"))
+    assert missing.returncode == 2 and missing.stderr.startswith("softhsm: ") and "is missing" in missing.stderr
 
 
 def test_scrub_bytes_zeroes_a_private_buffer():
