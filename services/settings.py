@@ -152,8 +152,10 @@ def _validate(s: Settings) -> Settings:
         raise SettingsError("max_body_bytes must be between 1 KiB and 16 MiB")
     if s.rate_limit_multiplier <= 0:
         raise SettingsError("rate_limit_multiplier must be positive")
-    if not 1 <= s.rate_window_seconds <= 86400:
-        raise SettingsError("rate_window_seconds must be a positive number of seconds, at most 86400")
+    # The plan limits are counts per window: a window under a minute would multiply the
+    # spec's per-minute limits, so only as long or longer (stricter) windows are allowed.
+    if not 60 <= s.rate_window_seconds <= 86400:
+        raise SettingsError("rate_window_seconds must be between 60 and 86400 (the limits are per window)")
     if s.enterprise_limit_factor < 1:
         raise SettingsError("enterprise_limit_factor must be at least 1")
     if not 10 <= s.challenge_ttl_seconds <= 86400:

@@ -25,7 +25,7 @@ def test_environment_overrides_file_and_flags_override_environment(tmp_path):
 
 
 def test_rate_window_comes_from_the_environment_or_the_file(tmp_path):
-    assert load_settings({"QDAY_RATE_WINDOW_SECONDS": "5"}).rate_window_seconds == 5
+    assert load_settings({"QDAY_RATE_WINDOW_SECONDS": "120"}).rate_window_seconds == 120
     config = tmp_path / "qday.toml"
     config.write_text("rate_window_seconds = 3600\n")
     assert load_settings({}, config_file=config).rate_window_seconds == 3600
@@ -49,9 +49,10 @@ def test_settings_are_frozen():
         ({"QDAY_TRUSTED_PROXIES": "not-an-ip"}, "not an IP address"),
         ({"QDAY_SQLITE_SYNCHRONOUS": "OFF"}, "sqlite_synchronous"),
         ({"QDAY_RATE_LIMIT_MULTIPLIER": "0"}, "positive"),
-        ({"QDAY_RATE_WINDOW_SECONDS": "0"}, "rate_window_seconds must be a positive"),
-        ({"QDAY_RATE_WINDOW_SECONDS": "-60"}, "rate_window_seconds must be a positive"),
-        ({"QDAY_RATE_WINDOW_SECONDS": "86401"}, "at most 86400"),
+        ({"QDAY_RATE_WINDOW_SECONDS": "0"}, "rate_window_seconds must be between 60"),
+        ({"QDAY_RATE_WINDOW_SECONDS": "-60"}, "rate_window_seconds must be between 60"),
+        ({"QDAY_RATE_WINDOW_SECONDS": "59"}, "the limits are per window"),
+        ({"QDAY_RATE_WINDOW_SECONDS": "86401"}, "between 60 and 86400"),
         ({"QDAY_RATE_WINDOW_SECONDS": "1.5"}, "rate_window_seconds must be an integer"),
     ],
 )
