@@ -8,10 +8,13 @@ draft exposure BIP's vectors name it. It needs no chain state.
 from __future__ import annotations
 
 import enum
+import hashlib
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+
+from coincurve import PublicKey as Secp256k1Point
 
 from chains.errors import MalformedChainData
 from pqc.hashes import hash160
@@ -33,6 +36,8 @@ OP_CHECKSIGVERIFY = 0xAD
 OP_CHECKMULTISIG = 0xAE
 OP_CHECKSIGADD = 0xBA
 
+#: The order of the secp256k1 group (SEC 2), the bound of a valid taproot tweak.
+_SECP256K1_ORDER = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
 _TAPSCRIPT_KEY_OPS = frozenset((OP_CHECKSIG, OP_CHECKSIGVERIFY, OP_CHECKSIGADD))
 _PUSHDATA_WIDTH = MappingProxyType({OP_PUSHDATA1: 1, OP_PUSHDATA2: 2, OP_PUSHDATA4: 4})
 _P2PKH_HEAD, _P2PKH_TAIL = bytes((OP_DUP, OP_HASH160, 20)), bytes((OP_EQUALVERIFY, OP_CHECKSIG))
@@ -217,8 +222,51 @@ def witness_script_pubkey(version: int, program: bytes) -> bytes:
 
 
 def _full_keys(key: bytes) -> Sequence[bytes]:
-    """A key in every SEC form it may have been hashed in (an x-only key has two parities)."""
-    return (b"\x02" + key, b"\x03" + key) if len(key) == 32 else (key,)
+    """A key in every SEC form it may have been hashed or pushed in: compressed and
+    uncompressed are one key (an x-only key has two parities, each in both forms). A
+    byte string that is no point is matched only as given."""
+    candidates = (b"\x02" + key, b"\x03" + key) if len(key) == 32 else (key,)
+    forms: list[bytes] = []
+    for candidate in candidates:
+        try:
+            point = Secp256k1Point(candidate)
+        except ValueError:
+            forms.append(candidate)
+            continue
+        forms += [point.format(compressed=True), point.format(compressed=False)]
+    return forms
+
+
+def _x_only(key: bytes) -> bytes | None:
+    """The 32-byte x coordinate of a key given x-only or in SEC form."""
+    if len(key) == 32:
+        return key
+    if len(key) == 33:
+        return key[1:]
+    if len(key) == 65:
+        return key[1:33]
+    return None
+
+
+def taproot_output_key(internal_key: bytes) -> bytes:
+    """The BIP-86 output key (x-only, 32 bytes) of a key (x-only or SEC) used as taproot
+    internal key with no script tree: Q = P + H_TapTweak(x(P))·G, with P the point of
+    even y at x. ``ValueError`` when the key is no point."""
+    x = _x_only(internal_key)
+    if x is None:
+        raise ValueError(f"a taproot internal key is 32, 33 or 65 bytes, got {len(internal_key)}")
+    tag = hashlib.sha256(b"TapTweak").digest()
+    tweak = hashlib.sha256(tag + tag + x).digest()
+    if int.from_bytes(tweak, "big") >= _SECP256K1_ORDER:  # probability ~2^-128; BIP-341 fails here too
+        raise ValueError("taproot tweak out of range for this key")
+    return Secp256k1Point(b"\x02" + x).add(tweak).format(compressed=True)[1:]
+
+
+def _bip86_output(x: bytes) -> bytes | None:
+    try:
+        return taproot_output_key(x)
+    except ValueError:  # not a point: it commits to nothing
+        return None
 
 
 def script_commits_to_key(script_pubkey: bytes, key: bytes) -> bool:
@@ -234,7 +282,9 @@ def script_commits_to_key(script_pubkey: bytes, key: bytes) -> bool:
     if kind in (OutputType.P2PK, OutputType.P2MS):
         return any(k in info.keys for k in _full_keys(key))
     if kind is OutputType.P2TR:
-        return len(key) in (32, 33) and key[-32:] == info.program
+        x = _x_only(key)
+        # the key as output key (revealed by a key-path spend) or as BIP-86 internal key
+        return x is not None and info.program in (x, _bip86_output(x))
     if kind in (OutputType.P2PKH, OutputType.P2WPKH):
         return any(hash160(k) == info.program for k in _full_keys(key))
     if kind is OutputType.P2SH:

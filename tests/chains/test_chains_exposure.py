@@ -23,6 +23,7 @@ from chains.bitcoin.script import (
     classify_script,
     p2pkh_script,
     script_commits_to_key,
+    taproot_output_key,
     witness_script_pubkey,
 )
 from chains.bitcoin.spend import InputDisclosure, SpendType, analyze_input
@@ -158,7 +159,12 @@ def test_script_commits_to_key_across_output_types() -> None:
     uncompressed = coincurve.PublicKey(key).format(compressed=False)
     assert script_commits_to_key(p2pkh_script(hash160(key)), key)
     assert script_commits_to_key(p2pkh_script(hash160(uncompressed)), uncompressed)
-    assert not script_commits_to_key(p2pkh_script(hash160(key)), uncompressed)
+    # One key in two encodings: revealing either reveals both (a false "not exposed" otherwise).
+    assert script_commits_to_key(p2pkh_script(hash160(key)), uncompressed)
+    assert script_commits_to_key(p2pkh_script(hash160(uncompressed)), key)
+    assert script_commits_to_key(bytes([65]) + uncompressed + b"\xac", key)
+    assert script_commits_to_key(witness_script_pubkey(1, taproot_output_key(key)), uncompressed)  # BIP-86
+    assert not script_commits_to_key(witness_script_pubkey(1, taproot_output_key(key)[::-1]), key)
     nested = witness_script_pubkey(0, hash160(key))
     assert script_commits_to_key(bytes.fromhex("a914") + hash160(nested) + b"\x87", key)
     assert script_commits_to_key(bytes([33]) + key + b"\xac", key[1:])
