@@ -102,7 +102,7 @@ def conform_observations(observations: pl.DataFrame | pl.LazyFrame) -> pl.DataFr
     """Check a frame against ``OBSERVATION_SCHEMA`` and cast it to those types.
 
     Fails loudly, because a silently wrong input gives a silently wrong score: a missing
-    column or a negative balance, count or price raises ``ValueError``; a chain, exposure
+    column or a negative balance, count or price, or a NaN or infinite price, raises ``ValueError``; a chain, exposure
     or account type outside its enum makes the strict cast raise Polars'
     ``InvalidOperationError``. Columns beyond the schema are kept. A frame that already
     has the schema's types is returned as is (no copy).
@@ -118,9 +118,12 @@ def conform_observations(observations: pl.DataFrame | pl.LazyFrame) -> pl.DataFr
     counts = frame.select(
         *((pl.col(name) < 0).sum().alias(name) for name in _NON_NEGATIVE),
         nan_price=pl.col("price_usd").is_nan().sum(),
+        infinite_price=pl.col("price_usd").is_infinite().sum(),
     ).row(0, named=True)
-    bad = [f"{name} ({count} rows)" for name, count in counts.items() if name != "nan_price" and count]
+    bad = [f"{name} ({count} rows)" for name, count in counts.items() if name in _NON_NEGATIVE and count]
     bad += ["price_usd is NaN"] if counts["nan_price"] else []
+    # an infinite price makes a balance's USD value NaN (0 coins) or infinite: no score holds
+    bad += ["price_usd is infinite"] if counts["infinite_price"] else []
     if bad:
-        raise ValueError(f"observation frame has negative or NaN values: {', '.join(bad)}")
+        raise ValueError(f"observation frame has negative, NaN or infinite values: {', '.join(bad)}")
     return frame

@@ -189,6 +189,7 @@ def test_default_readiness_is_the_packaged_file(
         ("tx_count", -5, "tx_count (1 rows)"),
         ("price_usd", -3.0, "price_usd (1 rows)"),
         ("price_usd", float("nan"), "price_usd is NaN"),
+        ("price_usd", float("inf"), "price_usd is infinite"),
     ],
 )
 def test_rejects_impossible_values(
