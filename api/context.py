@@ -1,11 +1,10 @@
 """The typed contexts of the app and of a request.
 
 ``AppContext`` is what one app holds: what it is built with (settings, clock,
-password hasher, the OpenAPI document) and, once the server has started, what it
-opened at start (the store, its writer, the services over them, the chain clients).
-``RequestContext``
-is what the middleware learns of one request. ``QdayRequest`` types both for
-handlers: ``request.app.ctx.accounts`` and ``request.ctx.principal`` are checked.
+password hasher, the OpenAPI document) and what it opens when the server starts (the
+store, its writer, the services over them, the chain clients). ``RequestContext`` is
+what the middleware learns of one request. ``QdayRequest`` types both for handlers:
+``request.app.ctx.accounts`` and ``request.ctx.principal`` are checked.
 """
 
 from __future__ import annotations
