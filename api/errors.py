@@ -101,16 +101,12 @@ DOMAIN_ERRORS: dict[type[DomainError], str] = {
 }
 
 
-_CODE_BY_CLASS: dict[type, str] = {**DOMAIN_ERRORS}
-
-
 def code_for(cls: type[DomainError]) -> str:
     """The error code a domain exception class is answered with: its own entry or its
     nearest base's (``SRV_001`` for a class missing from ``DOMAIN_ERRORS``, which a test forbids)."""
     for base in cls.__mro__:
-        code = _CODE_BY_CLASS.get(base)
-        if code is not None:
-            return code
+        if issubclass(base, DomainError) and base in DOMAIN_ERRORS:
+            return DOMAIN_ERRORS[base]
     return "SRV_001"
 
 

@@ -21,7 +21,7 @@ from chains.codecs.detect import detect_chains, parse_address
 from chains.environment import Environment
 from chains.errors import AddressNotFound
 from chains.observation import Observation
-from chains.registry import Chain, Network, parse_chain
+from chains.registry import Chain, parse_chain
 from core.clock import Clock
 from core.ids import new_id
 from scoring import load_readiness, score_observation
@@ -50,10 +50,6 @@ class ScanOutcome:
 MAX_LABEL_LENGTH = 200
 
 
-def _network(environment: Environment) -> Network:
-    return environment.network
-
-
 @functools.lru_cache(maxsize=4096)
 def resolve_address(address: str, chain: str | None, environment: Environment) -> Address:
     """The typed address to scan: the given chain, or auto-detected (an EVM address
@@ -61,7 +57,7 @@ def resolve_address(address: str, chain: str | None, environment: Environment) -
     Remembered (addresses are immutable values): checksum validation is a sizeable
     share of a cached scan, and the same addresses are scanned again and again."""
     chain_id = parse_chain(chain) if chain is not None else None
-    return parse_address(address, chain_id, _network(environment))
+    return parse_address(address, chain_id, environment.network)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -86,7 +82,7 @@ def watch_entry(
 
 def candidate_chains(address: str, environment: Environment) -> list[Chain]:
     """Every chain the address could belong to (all 15 for an EVM address)."""
-    return detect_chains(address, _network(environment))
+    return detect_chains(address, environment.network)
 
 
 class ScanService:

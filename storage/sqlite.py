@@ -218,11 +218,11 @@ class SqliteStore:
         """Record that the key was used at ``at``, if the store can take the write.
 
         Best effort: this runs inside every authenticated request, reads included, and
-        a last-used time is bookkeeping. With a writer it is queued there
-        and the request goes on at once: another process holding the write lock (a
-        pipeline publishing, an analyst's transaction) must not stall every request
-        whose key is due a touch. A full or read-only store must refuse the writes the
-        caller asked for (SRV_002), not every read whose key is due a touch.
+        a last-used time is bookkeeping. It is submitted to the writer, which nobody
+        waits for (the group-commit thread queues it, so another process holding the
+        write lock, a pipeline publishing or an analyst's transaction, never stalls a
+        request; a ``DirectWriter`` logs a failure). A full or read-only store must refuse
+        the writes the caller asked for (SRV_002), not every read whose key is due a touch.
         """
         self._writer.submit(lambda c: _touch(c, key_id, at))
 
