@@ -38,6 +38,8 @@ from services.attestations import AttestationService
 from services.credentials import ApiKeyCodec, Secrets, SessionCodec, load_master_secret
 from services.custody.factory import open_managed_custody
 from services.custody.purge import PurgeLoop
+from services.key_scans import KeyScanService
+from services.observer import ChainObserver
 from services.passwords import Passwords
 from services.pq_keys import PqKeyService
 from services.scans import ScanService
@@ -226,14 +228,12 @@ async def _open_chain_access(app: QdayApp) -> None:
         for client in ctx.chain_clients[env].values():
             ctx.aclosing.push_async_callback(client.aclose)
         prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(settings.chains[env], ctx.http), static])
+    store = SqliteScanStore(ctx.db, ctx.writer)
+    observer = ChainObserver(ctx.chain_clients, settings.family_chains, settings.family_wait_seconds)
     ctx.scans = ScanService(
-        SqliteScanStore(ctx.db, ctx.writer),
-        ctx.chain_clients,
-        prices,
-        ctx.clock,
-        settings.scan_cache_ttl_seconds,
-        settings.pipeline_result_ttl_seconds,
+        store, observer, prices, ctx.clock, settings.scan_cache_ttl_seconds, settings.pipeline_result_ttl_seconds
     )
+    ctx.key_scans = KeyScanService(store, observer, prices, ctx.clock, settings.scan_cache_ttl_seconds)
 
 
 async def _close_chain_access(app: QdayApp) -> None:

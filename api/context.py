@@ -27,6 +27,7 @@ from services.accounts import AccountService, Principal
 from services.attestations import AttestationService
 from services.custody.lifecycle import ManagedCustodyService
 from services.custody.purge import PurgeLoop
+from services.key_scans import KeyScanService
 from services.passwords import Passwords
 from services.pq_keys import PqKeyService
 from services.scans import ScanService
@@ -61,6 +62,7 @@ class AppContext:
     http: httpx.AsyncClient
     chain_clients: dict[Environment, dict[Chain, ChainClient]]
     scans: ScanService
+    key_scans: KeyScanService
 
     def __init__(
         self, settings: Settings, clock: Clock, passwords: Passwords, version: str, openapi_json: bytes, docs_html: str

@@ -163,6 +163,7 @@ def python_score(row: Mapping[str, Any], grades: Mapping[str, str]) -> dict[str,
         model.RiskFactor.ADDRESS_TYPE: rule.score if rule else model.UNKNOWN_ADDRESS_TYPE_SCORE,
         model.RiskFactor.ADDRESS_REUSE: _curve(row["address_reuse_count"], model.REUSE_CURVE),
     }
+    scores = {f: model.capped_when_empty(f, s, row["balance"]) for f, s in scores.items()}
     value = (sum(model.WEIGHT_PERCENT[f] * s for f, s in scores.items()) + 50) // 100
     band = next(b.score for b in model.RISK_BANDS if b.low <= value <= b.high)
     out: dict[str, Any] = {SCORE_COLUMN[f]: s for f, s in scores.items()}

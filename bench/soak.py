@@ -463,6 +463,7 @@ def run_soak(
         "SOFTHSM2_CONF": "",
         "QDAY_SECRET_KEY": "",
         "QDAY_ETHEREUM_RPC_URL": node.url,
+        "QDAY_FAMILY_CHAINS": "ethereum",  # the other chains' public endpoints are not reachable here
         "QDAY_RATE_LIMIT_MULTIPLIER": str(multiplier),
     }
     try:

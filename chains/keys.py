@@ -181,3 +181,18 @@ def keccak_family(address: Address, chains: Sequence[Chain] = EVM_CHAINS) -> lis
     family: list[Address] = [EvmAddress(account, c, network) for c in chains]
     family.append(TronAddress(account, Chain.TRON, network))
     return family
+
+
+def siblings(address: Address) -> list[Address]:
+    """The other addresses of ``address``'s key family, on every chain: the keccak family
+    of an EVM or Tron address, the hash160 family of a P2PKH, P2WPKH or Cosmos address;
+    none for the others (a script hash, a taproot or Solana address has no sibling that
+    can be derived without the key)."""
+    if isinstance(address, EvmAddress | TronAddress):
+        family = keccak_family(address)
+    elif isinstance(address, P2PKHAddress | P2WPKHAddress | CosmosAddress):
+        family = hash160_family(address)
+    else:
+        return []
+    own = (address.chain, str(address))
+    return [a for a in family if (a.chain, str(a)) != own]

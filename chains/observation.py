@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 
 class Exposure(enum.StrEnum):
@@ -36,6 +37,39 @@ class AccountType(enum.StrEnum):
     UTXO_SCRIPT = "utxo_script"  # Bitcoin script/address
 
 
+class EvidenceKind(enum.StrEnum):
+    """How a public key became visible (the ``kind`` of an ``exposureEvidence`` entry)."""
+
+    SPEND = "spend"  # an input spending the address revealed the key (a scriptSig or witness)
+    OUTPUT = "output"  # the key sits in an output script or is the address itself (P2PK, P2TR, Solana)
+    NONCE = "nonce"  # an account chain counted signed transactions (EVM nonce, Tron)
+    SIGNATURE = "signature"  # the chain stored the key or a signature by it (Cosmos pub_key, Solana signer)
+    INDEX = "index"  # the chain-wide exposure index holds the key
+
+
+@dataclass(frozen=True, slots=True)
+class ExposureEvidence:
+    """One place a key was revealed: ``chain`` and ``address`` (an output script in hex
+    for outputs without an address), the ``kind`` of revelation, and the transaction and
+    block that revealed it when the source says (``None`` otherwise)."""
+
+    chain: str
+    address: str
+    kind: EvidenceKind
+    txid: str | None = None
+    block_height: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The API's ``{chain, address, kind, txid, blockHeight}``."""
+        return {
+            "chain": self.chain,
+            "address": self.address,
+            "kind": self.kind.value,
+            "txid": self.txid,
+            "blockHeight": self.block_height,
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class Observation:
     """What one chain said about one address at one point of its history.
@@ -44,6 +78,9 @@ class Observation:
     ``decimals`` to scale it; never a float. ``address_type`` is the chain-specific
     format (``p2pkh``, ``p2tr``, ``eoa``, ``ed25519`` ...). ``source`` names the data
     source (e.g. ``evm-jsonrpc``, ``esplora``) and ``height`` its block height or slot.
+    ``evidence`` lists what the client saw reveal the key, with transaction ids where it
+    knows them (``chains.evidence.evidence_of`` fills in what the other fields imply);
+    it explains ``exposure`` and is not a scoring input of its own.
     """
 
     chain: str
@@ -63,6 +100,7 @@ class Observation:
     source: str
     height: int | None
     observed_at: datetime
+    evidence: tuple[ExposureEvidence, ...] = ()
 
     @property
     def public_key_exposed(self) -> bool:

@@ -29,7 +29,7 @@ def add_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
         parents=[common],
         help="query the analytics tables (DuckDB over Parquet)",
         description="Open a DuckDB session with the analytics views (watchlist, "
-        "address_observations, address_risk, address_risk_latest, "
+        "address_observations, address_risk, address_risk_latest, key_exposure, "
         "chain_readiness, ...). See docs/analytics.md.",
     )
     sql.add_argument("-c", "--command", dest="sql", help="run one query and print CSV to stdout")
@@ -125,7 +125,8 @@ def run_csv(con, sql: str, out: TextIO, chunk: int = 10_000) -> int:
 
 REPL_HELP = """Statements end with ';'. Commands: .tables  .schema VIEW  .help  .quit
 Views: watchlist, address_observations, native_prices, address_risk, address_risk_latest,
-chain_readiness, chain_readiness_latest, watchlist_exports (docs/analytics.md)."""
+key_exposure, key_exposure_latest, chain_readiness, chain_readiness_latest, watchlist_exports
+(docs/analytics.md)."""
 
 
 class Repl:

@@ -16,11 +16,16 @@ sql: install  ## DuckDB shell over the analytics tables of $(DATA_DIR)
 
 rescore: install  ## rescore RESCORE_CHAINS for RESCORE_DATE (default today) now, without the daemon
 	@mkdir -p $(DATA_DIR)/dagster && cp dagster_home/dagster.yaml $(DATA_DIR)/dagster/dagster.yaml
-	@for chain in $(RESCORE_CHAINS); do \
-	  echo "== $$chain|$(RESCORE_DATE)"; \
-	  QDAY_DATA_DIR=$(DATA_DIR) DAGSTER_HOME=$(abspath $(DATA_DIR))/dagster $(VENV)/bin/dagster asset materialize \
-	    -m pipelines.definitions -a defs --select 'group:rescoring' --partition "$$chain|$(RESCORE_DATE)" \
-	    || echo "!! $$chain failed (see above); other chains go on"; \
+	@# two passes: every chain is observed before any is scored, so each address is linked
+	@# with its key family's observations on the other chains (pipelines/families.py)
+	@for phase in watched_addresses,family_targets,chain_observations,key_exposure,native_prices \
+	              address_risk,published_scan_results; do \
+	  for chain in $(RESCORE_CHAINS); do \
+	    echo "== $$chain|$(RESCORE_DATE): $$phase"; \
+	    QDAY_DATA_DIR=$(DATA_DIR) DAGSTER_HOME=$(abspath $(DATA_DIR))/dagster $(VENV)/bin/dagster asset materialize \
+	      -m pipelines.definitions -a defs --select "$$phase" --partition "$$chain|$(RESCORE_DATE)" \
+	      || echo "!! $$chain failed (see above); other chains go on"; \
+	  done; \
 	done
 
 test-pipelines: install-test  ## the pipeline tests only (anvil tests skip without `make anvil`)

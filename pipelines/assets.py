@@ -1,21 +1,35 @@
 """The rescoring assets, partitioned by chain and by day, and their checks.
 
 Partitions: ``CHAIN_DAY`` = the 19 chains × scan dates (daily, UTC, today included), keyed
-``<chain>|<YYYY-MM-DD>``. One run handles one chain on one day, end to end:
+``<chain>|<YYYY-MM-DD>``. A chain's day runs in two phases (``pipelines.automation``):
 
-    watched_addresses ─▶ chain_observations ─┐
-                         native_prices ──────┴▶ address_risk ─▶ published_scan_results
-                                                (3 blocking checks)
+    observe (job observe_watched)                          score (job score_watched)
+    watched_addresses ─┐
+                       ├▶ chain_observations ─────────────┐
+    family_targets ────┘   key_exposure ── every chain ──▶├▶ address_risk ─▶ published_scan_results
+                          native_prices ──────────────────┘   (4 blocking checks)
+
+Exposure is a property of the key (issue 14, ``pipelines.families``): ``family_targets``
+lists the chain's siblings of addresses watched on any chain of its family group (the 15
+EVM chains and Tron; Bitcoin and Cosmos), so the observe phase observes each family
+member once a day, on its own chain, and records it in ``key_exposure`` with what revealed
+its key. ``address_risk`` of a chain depends on the ``key_exposure`` of every chain of its
+group that day (``FAMILY_MAPPING``): it links each watched address to its family as the
+API does (``chains.evidence.with_family``), so a key exposed anywhere marks all its watched
+addresses; a family chain whose observe run failed or did not run is reported unavailable
+(``exposureComplete: false``). The score phase of a chain is started by
+``observed_families_sensor`` once the observe runs of its group have finished.
 
 Each asset writes its partition's Parquet file (``storage.analytics``) and the next one
 reads it back in batches, so memory stays flat however many addresses are watched. A
 re-run replaces the partition's files. The chain's state can only be observed now, so a
-re-run of a past day keeps that day's stored snapshot (watch list, observations, prices)
-and re-scores it; a past day without one fails rather than pass today's state off as
-that day's (``observe_now``). A chain's outage (``ChainUnavailable``) is retried
-by Dagster a few times, then fails that chain's partition only. ``chain_readiness`` is
-partitioned by day alone. ``newly_watched_scores`` (not partitioned) scores addresses the
-sensor found, so they are served within a minute of being watched.
+re-run of a past day keeps that day's stored snapshot (watch list, family targets,
+observations and their key-family members, prices) and re-scores it; a past day without
+one fails rather than pass today's state off as that day's (``observe_now``). A chain's
+outage (``ChainUnavailable``) is retried by Dagster a few times, then fails that chain's
+partition only. ``chain_readiness`` is partitioned by day alone. ``newly_watched_scores``
+(not partitioned) scores addresses the sensor found, with their families looked up on the
+spot as a scan does, so they are served within a minute of being watched.
 
 Resources are injected clients (``pipelines.resources``): an asset opens the ones it needs
 with ``with resource.open() as client`` and the resource owns everything opened for it.
@@ -23,7 +37,10 @@ Dates come from the partition key, and times from the injected ``clock`` resourc
 from a hidden wall clock.
 """
 
+import warnings
 from collections import defaultdict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -32,18 +49,27 @@ import polars as pl
 from dagster import (
     AssetCheckExecutionContext,
     AssetCheckResult,
+    AssetDep,
     AssetExecutionContext,
+    AssetKey,
+    AssetSpec,
+    BetaWarning,
     Config,
     DailyPartitionsDefinition,
+    DimensionPartitionMapping,
     Failure,
+    IdentityPartitionMapping,
     MaterializeResult,
     MetadataValue,
     MultiPartitionKey,
+    MultiPartitionMapping,
     MultiPartitionsDefinition,
     RetryRequested,
+    StaticPartitionMapping,
     StaticPartitionsDefinition,
     asset,
     asset_check,
+    multi_asset,
 )
 from pydantic import Field
 
@@ -51,12 +77,26 @@ from chains.environment import Environment
 from chains.errors import ChainUnavailable
 from chains.registry import CHAINS, Chain
 from core.clock import Clock
+from pipelines.families import (
+    LINK_CHUNK,
+    FamilyLinks,
+    family_group,
+    family_links,
+    link_frame,
+    sibling_sources,
+)
 from pipelines.rescore import (
     DAILY,
+    FAMILY_TARGET_ORDER,
+    LINK_CHECK_COLUMNS,
     NEW,
     Batch,
+    ObservedBatch,
     ObserveStats,
+    export_family_targets,
     export_watchlist,
+    family_target_rows,
+    link_problems,
     price_rows,
     read_batches,
     records_for,
@@ -87,10 +127,23 @@ CHAIN_PARTITIONS = StaticPartitionsDefinition([chain.value for chain in CHAINS])
 DAILY_PARTITIONS = DailyPartitionsDefinition(start_date=START_DATE, end_offset=1, timezone="UTC")
 """Days in UTC; ``end_offset=1`` makes today's partition exist, so the 02:00 run scores today."""
 CHAIN_DAY = MultiPartitionsDefinition({"chain": CHAIN_PARTITIONS, "date": DAILY_PARTITIONS})
+with warnings.catch_warnings():  # the mapping classes are marked beta; they are what a mapping by dimension needs
+    warnings.simplefilter("ignore", BetaWarning)
+    FAMILY_MAPPING = MultiPartitionMapping(
+        {
+            "chain": DimensionPartitionMapping(
+                "chain",
+                StaticPartitionMapping({chain.value: {c.value for c in family_group(chain)} for chain in CHAINS}),
+            ),
+            "date": DimensionPartitionMapping("date", IdentityPartitionMapping()),
+        }
+    )
+"""A chain's day depends on the same day of every chain of its family group (itself included)."""
 
 RESCORING = "rescoring"
 PUBLISH_BATCH = 1_000
-RISK_CHECKS = ("no_null_scores", "weights_sum_to_one", "row_counts_match")
+RISK_BATCH = 10_000
+RISK_CHECKS = ("no_null_scores", "weights_sum_to_one", "row_counts_match", "family_links_hold")
 
 
 def chain_day(key: str | MultiPartitionKey) -> tuple[Chain, date]:
@@ -118,10 +171,13 @@ def observe_now(day: date, snapshot: Path, today: date) -> bool:
     )
 
 
-def _kept(context: AssetExecutionContext, snapshot: Path) -> MaterializeResult:
+def _kept(context: AssetExecutionContext, snapshot: Path, asset_key: str | None = None) -> MaterializeResult:
     context.log.info(f"kept the stored snapshot {snapshot} (a past day cannot be observed again)")
     rows = pl.scan_parquet(snapshot).select(pl.len()).collect().item()
-    return MaterializeResult(metadata={"rows": rows, "kept_snapshot": True, "path": MetadataValue.path(str(snapshot))})
+    return MaterializeResult(
+        asset_key=asset_key,
+        metadata={"rows": rows, "kept_snapshot": True, "path": MetadataValue.path(str(snapshot))},
+    )
 
 
 def _upstream_fault(context: AssetExecutionContext, retries: int, seconds: float, exc: Exception, what: str):
@@ -157,36 +213,117 @@ def watched_addresses(
     )
 
 
-@asset(partitions_def=CHAIN_DAY, group_name=RESCORING, deps=[watched_addresses], kinds={"parquet"})
+@asset(partitions_def=CHAIN_DAY, group_name=RESCORING, kinds={"sqlite", "parquet"})
+def family_targets(
+    context: AssetExecutionContext,
+    operational_store: OperationalStoreResource,
+    chain_data: ChainDataResource,
+    analytics: AnalyticsResource,
+    clock: ClockResource,
+) -> MaterializeResult:
+    """The chain's addresses that share a key with a watched address: the siblings on this
+    chain (``pipelines.families.siblings_on``) of every address watched on a chain of its
+    family group (``sibling_sources``), with the watched address's family, sorted by
+    (environment, address): ``family_targets``. Only same-chain siblings when
+    ``chain_data.family_chains`` leaves the chain out."""
+    chain, day = chain_day(context.partition_key)
+    store = analytics.store()
+    target = store.daily_file("family_targets", day, chain.value)
+    now = clock.now()
+    if not observe_now(day, target, now.date()):
+        return _kept(context, target)
+    same_chain = tuple(c for c in sibling_sources(chain) if c is chain)  # Bitcoin's own key hashes
+    sources = sibling_sources(chain) if chain_data.family_allowed(chain) else same_chain
+    batch = Batch(day, DAILY, context.run.run_id)
+    with (
+        operational_store.open(writer=False) as op,
+        store.writer("family_targets", target, sort_by=FAMILY_TARGET_ORDER) as writer,
+    ):
+        read, invalid = export_family_targets(op.scans, chain, writer, batch, sources=sources)
+    return MaterializeResult(
+        metadata={
+            "rows": writer.rows,
+            "watched_read": read,
+            "invalid_skipped": invalid,
+            "source_chains": ", ".join(c.value for c in sources),
+            "path": MetadataValue.path(str(target)),
+        }
+    )
+
+
+@multi_asset(
+    name="chain_observations",
+    specs=[
+        AssetSpec(
+            "chain_observations",
+            deps=[watched_addresses, family_targets],
+            group_name=RESCORING,
+            kinds={"parquet"},
+            description="What the chain says about each watched address: address_observations.",
+        ),
+        AssetSpec(
+            "key_exposure",
+            deps=[watched_addresses, family_targets],
+            group_name=RESCORING,
+            kinds={"parquet"},
+            description="Every watched address and family target of the chain under each key family it "
+            "was observed for, with what revealed the key: key_exposure.",
+        ),
+    ],
+    partitions_def=CHAIN_DAY,
+)
 def chain_observations(
     context: AssetExecutionContext, chain_data: ChainDataResource, analytics: AnalyticsResource, clock: ClockResource
-) -> MaterializeResult:
-    """What the chain says about each watched address, fetched in batches of
-    ``chain_data.batch_size`` through the chain's client: ``address_observations``."""
+) -> Iterator[MaterializeResult]:
+    """The chain's watched addresses and family targets, each observed once, in batches of
+    ``chain_data.batch_size`` through the chain's client: ``address_observations`` (the
+    watched ones) and ``key_exposure`` (all of them, with their evidence)."""
     chain, day = chain_day(context.partition_key)
     store = analytics.store()
     target = store.daily_file("address_observations", day, chain.value)
+    members = store.daily_file("key_exposure", day, chain.value)
     if not observe_now(day, target, clock.today()):
-        return _kept(context, target)
+        if not members.exists():
+            raise Failure(description=f"the snapshot of {day} has no key_exposure file ({members})")
+        yield _kept(context, target, "chain_observations")
+        yield _kept(context, members, "key_exposure")
+        return
     stats = ObserveStats()
     batch = Batch(day, DAILY, context.run.run_id)
     watch = read_batches(store.daily_file("watchlist", day, chain.value), ["environment", "address"])
+    family = read_batches(store.daily_file("family_targets", day, chain.value), ["environment", "address", "family"])
     try:
-        with chain_data.open() as source, store.writer("address_observations", target) as writer:
-            for frame in source.observe(chain, watch, batch, stats):
-                writer.write(frame)
+        with (
+            chain_data.open() as source,
+            store.writer("address_observations", target) as writer,
+            store.writer("key_exposure", members) as member_writer,
+        ):
+            for observed in source.observe(chain, watch, batch, stats, family):
+                writer.write(observed.observations)
+                member_writer.write(observed.members)
     except ChainUnavailable as exc:
         raise _upstream_fault(
             context, chain_data.outage_retries, chain_data.outage_retry_seconds, exc, f"{chain} unavailable"
         ) from exc
     for problem in stats.invalid[:20]:
         context.log.warning(f"skipped invalid watched address {problem}")
-    return MaterializeResult(
+    yield MaterializeResult(
+        asset_key="chain_observations",
         metadata={
             "rows": stats.observed,
             "invalid_addresses": len(stats.invalid),
             "path": MetadataValue.path(str(target)),
-        }
+        },
+    )
+    exposed = pl.scan_parquet(members).filter(pl.col("kind").is_not_null()).select(pl.len()).collect().item()
+    yield MaterializeResult(
+        asset_key="key_exposure",
+        metadata={
+            "rows": member_writer.rows,
+            "siblings_observed": stats.siblings,
+            "evidence_rows": exposed,
+            "path": MetadataValue.path(str(members)),
+        },
     )
 
 
@@ -218,31 +355,77 @@ def native_prices(
     )
 
 
+def day_members(store: AnalyticsStore, chain: Chain, day: date) -> dict[str, pl.LazyFrame]:
+    """The ``key_exposure`` files of ``day`` of every chain of the chain's family group
+    (those that exist: a chain whose observe run failed or did not run has none)."""
+    found = {c.value: store.daily_file("key_exposure", day, c.value) for c in family_group(chain)}
+    return {name: pl.scan_parquet(path) for name, path in found.items() if path.exists()}
+
+
+def linked_batches(
+    observations: Path, members: dict[str, pl.LazyFrame], chunk: int = RISK_BATCH, window: int = LINK_CHUNK
+) -> Iterator[tuple[FamilyLinks, pl.DataFrame]]:
+    """The observation file in batches of ``chunk`` rows, each with the family links of a
+    window of ``window`` rows around it: one pass over the members per window, while only
+    one batch of full observation rows is held at a time."""
+    links, end, offset = None, 0, 0
+    for frame in read_batches(observations, chunk=chunk):
+        if links is None or offset + frame.height > end:
+            size = max(window, frame.height)
+            families = pl.scan_parquet(observations).slice(offset, size).select("environment", "family")
+            links, end = family_links(members, families), offset + size
+        yield links, frame
+        offset += frame.height
+
+
 @asset(
     partitions_def=CHAIN_DAY,
     group_name=RESCORING,
-    deps=[chain_observations, native_prices],
+    deps=[
+        AssetDep(AssetKey("chain_observations")),
+        AssetDep(AssetKey("key_exposure"), partition_mapping=FAMILY_MAPPING),
+        native_prices,
+    ],
     kinds={"polars", "parquet"},
 )
 def address_risk(
     context: AssetExecutionContext, analytics: AnalyticsResource, clock: ClockResource
 ) -> MaterializeResult:
-    """Each observation scored by ``scoring.score_frame`` (five factors, risk value and band,
-    chain grade): this day's rows of ``address_risk``."""
+    """Each observation linked to its key family (``pipelines.families.link_frame`` over the
+    day's ``key_exposure`` of every chain of the family group) and scored by
+    ``scoring.score_frame`` (five factors, risk value and band, chain grade): this day's
+    rows of ``address_risk``."""
     chain, day = chain_day(context.partition_key)
     store = analytics.store()
     readiness = load_readiness()
     prices = pl.read_parquet(store.daily_file("native_prices", day, chain.value))
+    members = day_members(store, chain, day)
+    missing = [c.value for c in family_group(chain) if c.value not in members]
+    if missing:
+        context.log.warning(f"no key_exposure of {day} for {', '.join(missing)}: those chains are unavailable")
     scanned_at = clock.now()
     target = store.daily_file("address_risk", day, chain.value)
+    observations = store.daily_file("address_observations", day, chain.value)
     with store.writer("address_risk", target) as writer:
-        for frame in read_batches(store.daily_file("address_observations", day, chain.value)):
-            writer.write(risk_rows(frame, prices, readiness, scanned_at))
+        for links, frame in linked_batches(observations, members):
+            writer.write(risk_rows(link_frame(frame, links), prices, readiness, scanned_at))
     bands = pl.scan_parquet(target).group_by("risk_score").agg(pl.len()).collect().sort("risk_score").iter_rows()
+    linked = (
+        pl.scan_parquet(target)
+        .select(
+            by_family=(pl.col("exposure") != pl.col("observed_exposure")).sum(),
+            incomplete=(~pl.col("exposure_complete")).sum(),
+        )
+        .collect()
+        .row(0, named=True)
+    )
     return MaterializeResult(
         metadata={
             "rows": writer.rows,
             "path": MetadataValue.path(str(target)),
+            "family_chains_seen": ", ".join(members),
+            "exposed_by_family": linked["by_family"],
+            "incomplete_verdicts": linked["incomplete"],
             **{f"count_{band}": count for band, count in bands},
         }
     )
@@ -297,6 +480,12 @@ def risk_file_checks(
             for name, path in (("observation_rows", observations), ("risk_rows", risk))
         }
         found["row_counts_match"] = (counts["observation_rows"] == counts["risk_rows"], counts)
+    if "family_links_hold" in names:
+        broken = {"raised_without_evidence": 0, "complete_with_gaps": 0}
+        for frame in read_batches(risk, ["exposure", "observed_exposure", "exposure_evidence", *LINK_CHECK_COLUMNS]):
+            for name, count in link_problems(frame).items():
+                broken[name] += count
+        found["family_links_hold"] = (not any(broken.values()), broken)
     return {name: found[name] for name in names}
 
 
@@ -314,6 +503,11 @@ risk_checks = [
     _risk_check("no_null_scores", "Every row has all five factor scores, a risk value, band and grade."),
     _risk_check("weights_sum_to_one", "The factor weights sum to 1 and every risk value is their weighted sum."),
     _risk_check("row_counts_match", "address_risk has exactly one row per address_observations row."),
+    _risk_check(
+        "family_links_hold",
+        "An exposure raised by the key family is EXPOSED_AT_REST with evidence; a complete verdict "
+        "has no family chain unavailable.",
+    ),
 ]
 
 
@@ -393,12 +587,15 @@ def newly_watched_scores(
     analytics: AnalyticsResource,
     clock: ClockResource,
 ) -> MaterializeResult:
-    """Scores addresses added to watch lists since the sensor's last tick, publishes them,
-    and adds them to today's analytics rows (``new-<run>.parquet`` files) until the next
-    daily run covers them. A chain that is down does not stop the others."""
+    """Scores addresses added to watch lists since the sensor's last tick, linked to their
+    key families looked up on the spot (as a scan does), publishes them, and adds them to
+    today's analytics rows (``new-<run>.parquet`` files, ``key_exposure`` included) until
+    the next daily run covers them. A chain that is down does not stop the others; a
+    sibling chain that is down makes the verdicts incomplete."""
     wanted = set(config.watch_ids)
     after = datetime.fromisoformat(config.created_after) if config.created_after else None
     failed: dict[str, str] = {}
+    unavailable: set[str] = set()
     published = 0
     with operational_store.open() as op, chain_data.open() as source, prices.open() as price_source:
         entries = [e for e in op.watched(created_after=after) if e.id in wanted]
@@ -416,7 +613,9 @@ def newly_watched_scores(
         )
         for chain, group in by_chain.items():
             try:
-                published += _score_new(run, chain, group)
+                saved, down = _score_new(run, chain, group)
+                published += saved
+                unavailable.update(down)
             except ChainUnavailable as exc:
                 failed[chain.value] = str(exc)
                 context.log.warning(f"{chain} unavailable: {exc}")
@@ -434,20 +633,50 @@ def newly_watched_scores(
             "missing_entries": len(wanted) - len(entries),
             "published": published,
             "chains": ", ".join(c.value for c in by_chain),
+            "family_chains_unavailable": ", ".join(sorted(unavailable)) or "none",
         }
     )
 
 
-def _score_new(run: NewScoring, chain: Chain, entries: list[WatchedAddress]) -> int:
-    """Observe, price, score, land and publish one chain's new entries; the count published."""
+def _concat(batches: list[ObservedBatch], part: str, table: str) -> pl.DataFrame:
+    frames = [getattr(b, part) for b in batches]
+    return pl.concat(frames) if frames else TABLES[table].schema.to_frame()
+
+
+def _score_new(run: NewScoring, chain: Chain, entries: list[WatchedAddress]) -> tuple[int, list[str]]:
+    """Observe one chain's new entries with their key families (the siblings on the chain
+    itself in the same calls, then the other chains of the family concurrently; a sibling
+    chain that is down is reported unavailable, as a scan does), link, price, score, land
+    and publish them; the count published and the sibling chains that were unavailable."""
     batch, store = run.batch, run.analytics
     now = run.clock.now()
     watch = watch_entries_frame(entries, batch, now)
-    frames = list(run.chain_data.observe(chain, [watch], batch, ObserveStats()))
-    observations = pl.concat(frames) if frames else TABLES["address_observations"].schema.to_frame()
+    watched = watch.select("environment", "address").unique(maintain_order=True).rows()
+    siblings = {
+        other: family_target_rows(watched, chain, other, batch).sort(FAMILY_TARGET_ORDER).unique(maintain_order=True)
+        for other in family_group(chain)
+        if other is chain or run.chain_data.family_allowed(other)
+    }
+    own = list(run.chain_data.observe(chain, [watch], batch, ObserveStats(), [siblings.pop(chain)]))
+    observations = _concat(own, "observations", "address_observations")
+    members = {chain: _concat(own, "members", "key_exposure")}
+    unavailable = []
+
+    def observe_siblings(other: Chain) -> list[ObservedBatch]:
+        return list(run.chain_data.observe(other, [], batch, ObserveStats(), [siblings[other]]))
+
+    wanted = [other for other, targets in siblings.items() if targets.height]
+    with ThreadPoolExecutor(max_workers=max(len(wanted), 1), thread_name_prefix="qday-family") as pool:
+        pending = {other: pool.submit(observe_siblings, other) for other in wanted}  # all chains at once
+        for other, future in pending.items():
+            try:
+                members[other] = _concat(future.result(), "members", "key_exposure")
+            except ChainUnavailable:
+                unavailable.append(other.value)
+    links = family_links({other.value: frame.lazy() for other, frame in members.items()})
     environments = sorted({e.environment for e in entries})
     price_frame = price_rows(chain, run.prices.native_prices(chain, environments), batch, now)
-    risk = risk_rows(observations, price_frame, run.readiness, run.clock.now())
+    risk = risk_rows(link_frame(observations, links), price_frame, run.readiness, run.clock.now())
     for table, frame in (
         ("watchlist", watch),
         ("address_observations", observations),
@@ -455,10 +684,20 @@ def _score_new(run: NewScoring, chain: Chain, entries: list[WatchedAddress]) -> 
         ("address_risk", risk),
     ):
         store.write_frame(table, store.new_file(table, batch.scan_date, chain.value, batch.run_id), frame)
+    for other, frame in members.items():
+        store.write_frame(
+            "key_exposure", store.new_file("key_exposure", batch.scan_date, other.value, batch.run_id), frame
+        )
     saved, _ = run.operational.publish(records_for(risk, watch, run.readiness))
-    return saved
+    return saved, unavailable
 
 
-RESCORING_ASSETS = [watched_addresses, chain_observations, native_prices, address_risk, published_scan_results]
+OBSERVE_ASSETS = [watched_addresses, family_targets, chain_observations, native_prices]
+"""The observe phase of a chain's day (job ``observe_watched``)."""
+SCORE_ASSETS = [address_risk, published_scan_results]
+"""The score phase (job ``score_watched``), once the family group's observe runs are done."""
+RESCORING_ASSETS = [*OBSERVE_ASSETS, *SCORE_ASSETS]
+"""Both phases in one run (job ``rescore_watched``; the links see what the other chains
+of the family group have observed that day so far)."""
 ALL_ASSETS = [*RESCORING_ASSETS, chain_readiness, newly_watched_scores]
 ALL_CHECKS = [*risk_checks, all_chains_graded]

@@ -1,12 +1,21 @@
-"""Jobs, schedules and the new-address sensor.
+"""Jobs, schedules and sensors.
 
-- ``rescore_watched`` (job, ``CHAIN_DAY`` partitions): the five rescoring assets and their
-  checks. ``rescore_daily`` runs it at 02:00 UTC for every chain, for today's date.
+- ``observe_watched`` (job, ``CHAIN_DAY`` partitions): the observe phase of a chain's day
+  (watch list, family targets, observations and ``key_exposure``, prices).
+  ``observe_daily`` runs it at 02:00 UTC for every chain, for today's date.
+- ``score_watched`` (job, ``CHAIN_DAY``): the score phase (key-family linkage, scores and
+  their checks, published results). ``observed_families_sensor`` asks for it once every
+  observe run of the chain's family group for that day has finished (succeeded or
+  failed: a failed chain is reported unavailable), and again whenever one of them has
+  observed since the chain was last scored.
+- ``rescore_watched`` (job, ``CHAIN_DAY``): both phases in one run, by hand (``make
+  rescore``); its links see what the other chains of the group observed so far that day.
 - ``chain_readiness_job`` / ``chain_readiness_daily``: the readiness snapshot at 01:30 UTC.
 - ``score_new_watched`` (job) and ``new_watched_sensor``: every 30 s the sensor reads the
   watch-list entries created since its cursor and asks for a run scoring just those, so a
   new address is served within about a minute. A large burst (a bulk import) asks for
-  the affected chains' daily partitions instead, which is cheaper than many small runs.
+  the observe runs of the affected chains' family groups instead (the new addresses'
+  siblings are observed there), which is cheaper than many small runs.
 
 All jobs use the in-process executor (a small job takes ~5 s instead of ~12 s
 multiprocess, and nothing forks after Polars has run).
@@ -15,14 +24,19 @@ multiprocess, and nothing forks after Polars has run).
 import hashlib
 import json
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from dagster import (
+    AssetKey,
+    AssetRecordsFilter,
     AssetSelection,
+    DagsterInstance,
+    DagsterRunStatus,
     DefaultScheduleStatus,
     DefaultSensorStatus,
     RunConfig,
     RunRequest,
+    RunsFilter,
     SensorEvaluationContext,
     SensorResult,
     SkipReason,
@@ -32,20 +46,36 @@ from dagster import (
     sensor,
 )
 
+from chains.registry import CHAINS, Chain
 from pipelines.assets import (
+    OBSERVE_ASSETS,
     RESCORING_ASSETS,
+    SCORE_ASSETS,
     NewWatchConfig,
     chain_readiness,
     newly_watched_scores,
 )
+from pipelines.families import family_group
 from pipelines.resources import ClockResource, OperationalStoreResource
 from storage.models import WatchedAddress
 
+observe_job = define_asset_job(
+    "observe_watched",
+    selection=AssetSelection.assets(*OBSERVE_ASSETS),
+    executor_def=in_process_executor,
+    description="Observe one chain's watched addresses and the siblings there of every watched key, for one day.",
+)
+score_job = define_asset_job(
+    "score_watched",
+    selection=AssetSelection.assets(*SCORE_ASSETS),
+    executor_def=in_process_executor,
+    description="Link one chain's observations of a day to their key families, score and publish them.",
+)
 rescore_job = define_asset_job(
     "rescore_watched",
     selection=AssetSelection.assets(*RESCORING_ASSETS),
     executor_def=in_process_executor,
-    description="Rescore every watched address of one chain for one day; publish the results.",
+    description="Observe and score one chain's day in one run; publish the results.",
 )
 readiness_job = define_asset_job(
     "chain_readiness_job",
@@ -59,13 +89,13 @@ new_addresses_job = define_asset_job(
     description="Score watch-list entries the sensor found (run config lists them).",
 )
 
-rescore_schedule = build_schedule_from_partitioned_job(
-    rescore_job,
-    name="rescore_daily",
+observe_schedule = build_schedule_from_partitioned_job(
+    observe_job,
+    name="observe_daily",
     hour_of_day=2,
     minute_of_hour=0,
     default_status=DefaultScheduleStatus.RUNNING,
-    description="02:00 UTC: one run per chain for today's partition.",
+    description="02:00 UTC: one observe run per chain for today's partition (the sensor then scores).",
 )
 readiness_schedule = build_schedule_from_partitioned_job(
     readiness_job,
@@ -126,7 +156,7 @@ def _run_key(ids: list[str]) -> str:
 
 
 @sensor(
-    jobs=[new_addresses_job, rescore_job],
+    jobs=[new_addresses_job, observe_job],
     minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
     default_status=DefaultSensorStatus.RUNNING,
     name="new_watched_sensor",
@@ -147,12 +177,13 @@ def new_watched_sensor(
     if len(fresh) > BURST:
         today = now.date().isoformat()
         burst = (next_cursor.after or now).isoformat()  # advanced past the fresh entries, so set
-        for chain in sorted({e.chain for e in fresh}):
+        groups = {c for e in fresh for c in family_group(Chain(e.chain))}
+        for chain in (c for c in CHAINS if c in groups):
             requests.append(
                 RunRequest(
-                    job_name=rescore_job.name,
-                    partition_key=f"{chain}|{today}",
-                    run_key=f"burst-{chain}-{burst}",
+                    job_name=observe_job.name,
+                    partition_key=f"{chain.value}|{today}",
+                    run_key=f"burst-{chain.value}-{burst}",
                 )
             )
     else:
@@ -171,3 +202,67 @@ def new_watched_sensor(
             )
     context.log.info(f"{len(fresh)} new watched address(es): {len(requests)} run request(s)")
     return SensorResult(run_requests=requests, cursor=next_cursor.dump())
+
+
+# --- the score phase --------------------------------------------------------------------
+
+OBSERVING_JOBS = frozenset({observe_job.name, rescore_job.name})
+"""Jobs whose runs observe a chain's day (a score run waits for them)."""
+_UNFINISHED = [
+    DagsterRunStatus.QUEUED,
+    DagsterRunStatus.NOT_STARTED,
+    DagsterRunStatus.STARTING,
+    DagsterRunStatus.STARTED,
+    DagsterRunStatus.CANCELING,
+]
+
+
+def _latest(instance: DagsterInstance, asset: str, partition: str) -> int | None:
+    """The storage id of the asset partition's latest materialization (None: never)."""
+    found = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[partition]), limit=1
+    )
+    return found.records[0].storage_id if found.records else None
+
+
+def _observing(instance: DagsterInstance, partition: str) -> bool:
+    """True while a run observing the partition is queued or running."""
+    runs = instance.get_run_records(RunsFilter(tags={"dagster/partition": partition}, statuses=_UNFINISHED))
+    return any(run.dagster_run.job_name in OBSERVING_JOBS for run in runs)
+
+
+def score_requests(instance: DagsterInstance, day: date) -> list[RunRequest]:
+    """The score runs ``day`` needs: a chain whose own observations and prices are there,
+    whose family group has no observe run unfinished, and that was not scored since the
+    group's latest ``key_exposure`` (or its prices). The run key names that latest
+    materialization, so each change asks for one run."""
+    keys = {chain: f"{chain.value}|{day.isoformat()}" for chain in CHAINS}
+    observing = {chain: _observing(instance, key) for chain, key in keys.items()}
+    members = {chain: _latest(instance, "key_exposure", key) for chain, key in keys.items()}
+    requests = []
+    for chain, key in keys.items():
+        prices = _latest(instance, "native_prices", key)
+        group = family_group(chain)
+        if members[chain] is None or prices is None or any(observing[c] for c in group):
+            continue
+        stamp = max([prices, *(found for c in group if (found := members[c]) is not None)])
+        scored = _latest(instance, "address_risk", key)
+        if scored is None or scored < stamp:
+            requests.append(RunRequest(job_name=score_job.name, partition_key=key, run_key=f"score-{key}-{stamp}"))
+    return requests
+
+
+@sensor(
+    jobs=[score_job],
+    minimum_interval_seconds=SENSOR_INTERVAL_SECONDS,
+    default_status=DefaultSensorStatus.RUNNING,
+    name="observed_families_sensor",
+    description="Scores a chain's day once the observe runs of its key-family group have finished.",
+)
+def observed_families_sensor(context: SensorEvaluationContext, clock: ClockResource):
+    today = clock.today()
+    requests = [r for day in (today - timedelta(days=1), today) for r in score_requests(context.instance, day)]
+    if not requests:
+        return SensorResult(skip_reason=SkipReason("no chain day waiting to be scored"))
+    context.log.info(f"score runs: {', '.join(str(r.partition_key) for r in requests)}")
+    return SensorResult(run_requests=requests)

@@ -1,10 +1,11 @@
 """The Dagster code location of qday: ``dagster_home/workspace.yaml`` loads ``defs`` here.
 
-``build_definitions`` wires the assets, checks, jobs, schedules and sensor to resources
+``build_definitions`` wires the assets, checks, jobs, schedules and sensors to resources
 built from the qday settings (``QDAY_*`` variables and ``QDAY_CONFIG``, as for the API):
 the operational SQLite file and the analytics folder of ``data_dir``, the chain
-endpoints of the ``[chains]`` table, and the wall clock. Tests pass other resources
-(snapshots, fixed prices, a stopped clock).
+endpoints of the ``[chains]`` table and the chains looked up for key families
+(``family_chains``), and the wall clock. Tests pass other resources (snapshots, fixed
+prices, a stopped clock).
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from pipelines.assets import ALL_ASSETS, ALL_CHECKS
 from pipelines.automation import (
     new_addresses_job,
     new_watched_sensor,
+    observe_job,
+    observe_schedule,
+    observed_families_sensor,
     readiness_job,
     readiness_schedule,
     rescore_job,
-    rescore_schedule,
+    score_job,
 )
 from pipelines.resources import (
     AnalyticsResource,
@@ -48,7 +52,7 @@ def build_definitions(
     """Every pipeline definition, with resources for ``settings`` (default: ``load_settings()``)."""
     settings = settings or load_settings()
     resources = {
-        "chain_data": chain_data or EndpointChainDataResource(),
+        "chain_data": chain_data or EndpointChainDataResource(family_chains=list(settings.family_chains)),
         "prices": prices or OraclePriceResource(),
         "operational_store": OperationalStoreResource(
             database=str(settings.operational_db.resolve()), synchronous=settings.sqlite_synchronous
@@ -59,9 +63,9 @@ def build_definitions(
     return Definitions(
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,
-        jobs=[rescore_job, readiness_job, new_addresses_job],
-        schedules=[rescore_schedule, readiness_schedule],
-        sensors=[new_watched_sensor],
+        jobs=[observe_job, score_job, rescore_job, readiness_job, new_addresses_job],
+        schedules=[observe_schedule, readiness_schedule],
+        sensors=[new_watched_sensor, observed_families_sensor],
         resources=resources,
         executor=in_process_executor,
     )

@@ -31,7 +31,15 @@ from chains.endpoints import ChainEndpoints
 from chains.environment import Environment
 from chains.registry import Chain
 from core.clock import SystemClock
-from pipelines.rescore import Batch, ObserveStats, fetch_prices, observe_stream, publish, target_batches
+from pipelines.rescore import (
+    Batch,
+    ObservedBatch,
+    ObserveStats,
+    fetch_prices,
+    observe_stream,
+    publish,
+    target_batches,
+)
 from pipelines.runner import LoopThread
 from pipelines.sources import (
     ChainData,
@@ -82,19 +90,38 @@ def _on_own_loop(make: Callable[[], S]) -> Iterator[tuple[LoopThread, S]]:
 class ChainDataClient:
     """An open source of chain observations (from ``ChainDataResource.open``)."""
 
-    def __init__(self, loop: LoopThread, source: ChainData, batch_size: int, concurrency: int) -> None:
+    def __init__(
+        self,
+        loop: LoopThread,
+        source: ChainData,
+        batch_size: int,
+        concurrency: int,
+        family_chains: frozenset[str] | None = None,
+    ) -> None:
         self._loop = loop
         self._source = source
         self.batch_size = batch_size
         self.concurrency = concurrency
+        self._family_chains = family_chains
+
+    def family_allowed(self, chain: Chain) -> bool:
+        """True when ``chain`` may be looked up for the siblings of addresses watched
+        elsewhere (``ChainDataResource.family_chains``)."""
+        return self._family_chains is None or chain.value in self._family_chains
 
     def observe(
-        self, chain: Chain, watch: Iterable[pl.DataFrame], batch: Batch, stats: ObserveStats
-    ) -> Iterator[pl.DataFrame]:
-        """Observation rows of the distinct (environment, address) pairs of watch-list frames
-        sorted by them: ``batch_size`` addresses per call, ``concurrency`` calls in flight,
-        rows in watch-list order (``pipelines.rescore.observe_stream``)."""
-        targets = target_batches(watch, self.batch_size)
+        self,
+        chain: Chain,
+        watch: Iterable[pl.DataFrame],
+        batch: Batch,
+        stats: ObserveStats,
+        family: Iterable[pl.DataFrame] = (),
+    ) -> Iterator[ObservedBatch]:
+        """Observation and ``key_exposure`` rows of the distinct (environment, address)
+        pairs of watch-list frames and ``family_targets`` frames, each sorted by them:
+        ``batch_size`` addresses per call, ``concurrency`` calls in flight, rows in
+        (environment, address) order (``pipelines.rescore.observe_stream``)."""
+        targets = target_batches(watch, self.batch_size, family)
         return observe_stream(self._loop, self._source, chain, targets, batch, self.concurrency, stats)
 
 
@@ -105,16 +132,27 @@ class ChainDataResource(ConfigurableResource):
     concurrency: int = Field(default=4, description="observe() calls in flight per chain.")
     outage_retries: int = Field(default=2, description="Dagster retries of a step after ChainUnavailable.")
     outage_retry_seconds: float = Field(default=120.0, description="Wait before each such retry.")
+    family_chains: list[str] | None = Field(
+        default=None,
+        description="Chains observed for the siblings of addresses watched elsewhere (the settings' "
+        "family_chains; None: all). A family's chain left out is reported unavailable.",
+    )
 
     def source(self) -> ChainData:
         """A new source (called on the client's event loop); implemented by each kind."""
         raise NotImplementedError
 
+    def family_allowed(self, chain: Chain) -> bool:
+        """True when ``chain`` may be looked up for the siblings of addresses watched on
+        other chains (siblings on an address's own chain are always observed, as a scan does)."""
+        return self.family_chains is None or chain.value in self.family_chains
+
     @contextmanager
     def open(self) -> Iterator[ChainDataClient]:
         """An open client, closed (connections released, loop stopped) on exit."""
+        allowed = None if self.family_chains is None else frozenset(self.family_chains)
         with _on_own_loop(self.source) as (loop, source):
-            yield ChainDataClient(loop, source, self.batch_size, self.concurrency)
+            yield ChainDataClient(loop, source, self.batch_size, self.concurrency, allowed)
 
 
 class EndpointChainDataResource(ChainDataResource):

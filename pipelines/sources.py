@@ -25,7 +25,7 @@ from chains.codecs.address import Address
 from chains.endpoints import ChainEndpoints
 from chains.environment import Environment
 from chains.errors import ChainUnavailable
-from chains.observation import AccountType, Exposure, Observation
+from chains.observation import AccountType, EvidenceKind, Exposure, ExposureEvidence, Observation
 from chains.registry import Chain
 
 
@@ -133,6 +133,8 @@ def _encode(environment: Environment, observation: Observation) -> str:
             return item.hex()
         if isinstance(item, datetime):
             return item.isoformat()
+        if name == "evidence":
+            return [evidence.to_dict() for evidence in item]
         return item
 
     fields = {f.name: value(f.name) for f in dataclasses.fields(Observation)}
@@ -149,6 +151,10 @@ def _decode(line: str) -> tuple[Environment, Observation]:
         data["public_key"] = bytes.fromhex(data["public_key"])
     data["account_type"] = AccountType(data["account_type"])
     data["exposure"] = Exposure(data["exposure"])
+    data["evidence"] = tuple(
+        ExposureEvidence(e["chain"], e["address"], EvidenceKind(e["kind"]), e["txid"], e["blockHeight"])
+        for e in data.get("evidence") or ()
+    )  # recordings made before evidence existed have none
     return environment, Observation(**data)
 
 

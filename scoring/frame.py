@@ -74,9 +74,13 @@ OBSERVATION_SCHEMA: Final = pl.Schema(
         "price_as_of": TIMESTAMP_DTYPE,
     }
 )
-"""Column names and types the scorer reads; the first 17 are ``Observation``'s fields."""
+"""Column names and types the scorer reads; the first 17 are ``Observation``'s scored fields."""
 
-OBSERVATION_FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in dataclasses.fields(Observation))
+OBSERVATION_FIELDS: Final[tuple[str, ...]] = tuple(
+    f.name for f in dataclasses.fields(Observation) if f.name != "evidence"
+)
+"""``Observation``'s fields that are scorer columns: all but ``evidence``, whose effect on the
+score is already in ``exposure`` (it is stored in the ``key_exposure`` table instead)."""
 
 _NON_NEGATIVE: Final = ("balance", "tx_count", "outbound_tx_count", "address_reuse_count", "price_usd")
 

@@ -20,7 +20,7 @@ from typing import Final
 
 from chains.registry import CHAINS, Family
 
-SCORING_VERSION: Final = "2026.11.1"
+SCORING_VERSION: Final = "2026.11.2"
 """Version of this policy, stored beside every score (``scoring_version`` column)."""
 
 
@@ -157,12 +157,33 @@ class LogCurve:
         return 100 / math.log10(1 + self.full_scale)
 
 
-BALANCE_USD_CURVE: Final = LogCurve(full_scale=10_000_000, unit="USD")
+BALANCE_USD_CURVE: Final = LogCurve(full_scale=1_000_000, unit="USD")
+"""$1M at one address is full scale: from there an output whose format shows its key (P2PK,
+P2TR) is Critical, and a 50 BTC P2PK output is Critical from about $14,200 per BTC
+(docs/scoring.md, "Ordering")."""
 TX_COUNT_CURVE: Final = LogCurve(full_scale=10_000, unit="transactions")
 REUSE_CURVE: Final = LogCurve(full_scale=100, unit="reuses")
 
 UNKNOWN_PRICE_BALANCE_SCORE: Final = 50
 """balance_at_risk of a non-zero balance without a USD price: mid-scale, not $0."""
+
+
+# --- Nothing at stake ------------------------------------------------------------------
+
+EMPTY_BALANCE_CAP: Final = 50
+"""Highest public_key_exposure and address_type score of an address with a zero balance.
+
+Those two factors say how exposed the holding is; with nothing held, what they expose is
+only what may be sent later, an unknown, so they count at most the unknown midpoint. The
+activity factors are not capped. With the cap no empty address can leave Medium."""
+
+CAPPED_WHEN_EMPTY: Final[frozenset[RiskFactor]] = frozenset({RiskFactor.PUBLIC_KEY_EXPOSURE, RiskFactor.ADDRESS_TYPE})
+
+
+def capped_when_empty(factor: RiskFactor, score: int, balance: int) -> int:
+    """``score`` of ``factor`` after the empty-balance cap (one row; ``scoring.risk`` does the same
+    with expressions)."""
+    return min(score, EMPTY_BALANCE_CAP) if balance == 0 and factor in CAPPED_WHEN_EMPTY else score
 
 
 # --- address_type ---------------------------------------------------------------------
@@ -195,6 +216,12 @@ ADDRESS_TYPES: Final[Mapping[str, AddressTypeRule]] = MappingProxyType(
             100, "P2TR Taproot", "the output key is a tweaked public key, visible before any spend", True
         ),
         "ed25519": AddressTypeRule(100, "Ed25519 wallet", "the address is the public key", True),
+        "token_account": AddressTypeRule(
+            100,
+            "SPL token account",
+            "its owner wallet controls it, and a Solana wallet's address is its public key",
+            True,
+        ),
         # Hash of one key that an account-model chain reuses for every transaction.
         "eoa": AddressTypeRule(60, "Externally owned account", _ACCOUNT_KEY),
         "secp256k1": AddressTypeRule(60, "Account with a secp256k1 key", _ACCOUNT_KEY),
@@ -303,10 +330,15 @@ class ChainGrade:
 
 
 CHAIN_GRADES: Final[tuple[ChainGrade, ...]] = (
-    ChainGrade("A", 80, "Quantum-ready: post-quantum protection in production"),
-    ChainGrade("B", 60, "Advanced: post-quantum migration under way"),
-    ChainGrade("C", 40, "Prepared: migration path proposed, not yet deployed"),
-    ChainGrade("D", 20, "Early: limited post-quantum preparation"),
-    ChainGrade("F", 0, "Unprepared: quantum-vulnerable signatures and no public plan"),
+    ChainGrade("A", 80, "Quantum-ready: strong post-quantum readiness"),
+    ChainGrade("B", 60, "Advanced: substantial post-quantum readiness"),
+    ChainGrade("C", 40, "Prepared: partial post-quantum readiness"),
+    ChainGrade("D", 20, "Early: limited post-quantum readiness"),
+    ChainGrade("F", 0, "Unprepared: little or no post-quantum readiness"),
 )
-"""Best grade first; a chain gets the first grade whose threshold it reaches."""
+"""Best grade first; a chain gets the first grade whose threshold it reaches.
+
+A grade is a share of points, which many mixes of statuses reach, so a label says only how
+much readiness the share means, never which factor holds it (a chain's ``chainFactors``
+say that): "no public plan" would be false for a chain graded F with a planned migration
+but a vulnerable signature scheme and no community work."""

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import msgspec
 
+from chains.evidence import Coverage
 from chains.observation import Observation
 from scoring.result import WalletRisk
 
@@ -38,12 +39,17 @@ class ScoredScan:
     scanned_at: datetime
 
 
-def scored_scan(observation: Observation, risk: WalletRisk, scanned_at: datetime) -> ScoredScan:
-    """The wallet-scan result of ``observation`` scored as ``risk`` at ``scanned_at``."""
+def scored_scan(observation: Observation, risk: WalletRisk, scanned_at: datetime, coverage: Coverage) -> ScoredScan:
+    """The wallet-scan result of ``observation`` scored as ``risk`` at ``scanned_at``, with
+    its evidence (``observation.evidence``, filled in by ``chains.evidence.with_family``)
+    and what the verdict could see (``coverage``)."""
     body = {
         "address": observation.address,
         "chain": observation.chain,
         **risk.to_dict(),
+        "exposureEvidence": [evidence.to_dict() for evidence in observation.evidence],
+        "coverage": coverage.to_dict(),
+        "exposureComplete": coverage.complete,
         "scannedAt": _iso(scanned_at),
         "dataAsOf": _iso(observation.observed_at),
         "dataSource": observation.source,

@@ -23,6 +23,7 @@ from scoring.model import (
     BALANCE_USD_CURVE,
     CHAIN_FAMILY,
     CHAIN_GRADES,
+    EMPTY_BALANCE_CAP,
     EXPOSURE_SCORE,
     REUSE_CURVE,
     RISK_BANDS,
@@ -32,6 +33,7 @@ from scoring.model import (
     ExposureBasis,
     LogCurve,
     RiskFactor,
+    capped_when_empty,
     weight,
 )
 from scoring.readiness import ChainFactor, ReadinessData, load_readiness
@@ -115,10 +117,10 @@ def wallet_risk(row: Mapping[str, Any], readiness: ReadinessData) -> WalletRisk:
     grade = next(grade for grade in CHAIN_GRADES if grade.letter == row["chain_grade"])
     usd = row["balance_usd"]
     details = {
-        RiskFactor.PUBLIC_KEY_EXPOSURE: _exposure_detail(row),
+        RiskFactor.PUBLIC_KEY_EXPOSURE: _exposure_detail(row) + _empty_cap_note(row, RiskFactor.PUBLIC_KEY_EXPOSURE),
         RiskFactor.BALANCE_AT_RISK: _balance_detail(row),
         RiskFactor.TRANSACTION_FREQUENCY: _frequency_detail(row),
-        RiskFactor.ADDRESS_TYPE: _address_type_detail(row),
+        RiskFactor.ADDRESS_TYPE: _address_type_detail(row) + _empty_cap_note(row, RiskFactor.ADDRESS_TYPE),
         RiskFactor.ADDRESS_REUSE: _reuse_detail(row),
     }
     return WalletRisk(
@@ -169,6 +171,26 @@ def _curve_text(curve: LogCurve, zero: str = "none") -> str:
     )
 
 
+def _rule_score(row: Mapping[str, Any], factor: RiskFactor) -> int:
+    """The score ``factor``'s rule gives this row before the empty-balance cap."""
+    if factor is RiskFactor.PUBLIC_KEY_EXPOSURE:
+        return EXPOSURE_SCORE[ExposureBasis(row["public_key_basis"])]
+    rule = ADDRESS_TYPES.get(row["address_type"])
+    return UNKNOWN_ADDRESS_TYPE_SCORE if rule is None else rule.score
+
+
+def _empty_cap_note(row: Mapping[str, Any], factor: RiskFactor) -> str:
+    """The sentence saying the empty-balance cap lowered this factor, or nothing."""
+    before = _rule_score(row, factor)
+    after = capped_when_empty(factor, before, row["balance"])
+    if after == before:
+        return ""
+    return (
+        f" The address holds nothing today, so this counts {after} instead of {before} (at most "
+        f"{EMPTY_BALANCE_CAP}, the unknown midpoint): only funds sent here later would be exposed."
+    )
+
+
 def _exposure_detail(row: Mapping[str, Any]) -> str:
     """Why public_key_exposure scored what it did: the basis rule, with its evidence."""
     basis = ExposureBasis(row["public_key_basis"])
@@ -188,16 +210,25 @@ def _exposure_detail(row: Mapping[str, Any]) -> str:
             f"{score}, the midpoint. Scan the controlling addresses too."
         )
     if basis in (ExposureBasis.ADDRESS_IS_KEY, ExposureBasis.ADDRESS_IS_KEY_SIGNED):
-        signed = (
-            f" It has also signed {_plural(outbound, 'outbound transaction')}, so the key is known to be in use,"
-            f" which raises the score to {score}."
-            if basis is ExposureBasis.ADDRESS_IS_KEY_SIGNED
-            else ""
+        token_account = row["address_type"] == "token_account"
+        signed = ""
+        if basis is ExposureBasis.ADDRESS_IS_KEY_SIGNED:
+            whose = "Its owner's key" if token_account else "The key"
+            signed = (
+                f" {whose} has also signed at least {_plural(outbound, 'transaction')} here (the chain client "
+                "checks the newest transactions, and counts one when it cannot rule signing out), so the key is "
+                f"in use, which raises the score to {score}."
+            )
+        what = (
+            "A token account is controlled by its owner wallet, and a wallet's address is its Ed25519 public key, "
+            "so the controlling key is public"
+            if token_account
+            else "The address is the Ed25519 public key itself, so the key is public"
         )
         return (
-            "The address is the Ed25519 public key itself, so the key is public with or without transactions "
-            f"and {_OFFLINE}. Baseline {EXPOSURE_SCORE[ExposureBasis.ADDRESS_IS_KEY]}: every wallet on the chain "
-            f"shares this exposure, which the chain grade also counts (address_format_exposure).{signed}"
+            f"{what} with or without transactions and {_OFFLINE}. Baseline "
+            f"{EXPOSURE_SCORE[ExposureBasis.ADDRESS_IS_KEY]}: every wallet on the chain shares this exposure, "
+            f"which the chain grade also counts (address_format_exposure).{signed}"
         )
     if basis is ExposureBasis.AT_REST:
         causes = []
@@ -206,7 +237,10 @@ def _exposure_detail(row: Mapping[str, Any]) -> str:
         if rule is not None and rule.key_in_address:
             causes.append(f"on chain by the {rule.label} format itself ({rule.reason})")
         if not causes:
-            causes.append("reported on chain by the chain client (for example revealed by an earlier spend)")
+            causes.append(
+                "revealed on chain: by an earlier spend, or on another address or chain of the same key "
+                "(exposureEvidence lists where)"
+            )
         return f"Public key {' and '.join(causes)}; {_OFFLINE}."
     if basis is ExposureBasis.REVEALED_BY_RECORD:
         evidence = (
@@ -230,13 +264,14 @@ def _exposure_detail(row: Mapping[str, Any]) -> str:
     if CHAIN_FAMILY[row["chain"]] in ACCOUNT_MODEL_FAMILIES:
         return (
             "No public key on chain yet: this account has never signed a transaction. Its first outbound "
-            "transaction reveals the key for good. The same key may already be exposed on another chain or "
-            "elsewhere, which this scan cannot see."
+            "transaction reveals the key for good. The same account on the other chains of its key family is "
+            "checked (coverage lists which); a key reused under an unrelated address cannot be seen."
         )
     return (
         "No public key on chain yet: only unspent hash-protected outputs and no outbound transactions. A spend "
-        "reveals the key until it confirms; send the change to a fresh address. Disclosure outside the chain "
-        "(a shared xpub, the key reused elsewhere) cannot be seen here."
+        "reveals the key until it confirms; send the change to a fresh address. The other addresses of the same "
+        "key hash are checked (coverage lists what could not be); disclosure outside the chain (a shared xpub) "
+        "cannot be seen here."
     )
 
 

@@ -23,8 +23,10 @@ from scoring.model import (
     ADDRESS_IS_KEY_FAMILIES,
     ADDRESS_TYPES,
     BALANCE_USD_CURVE,
+    CAPPED_WHEN_EMPTY,
     CHAIN_FAMILY,
     CHAIN_GRADES,
+    EMPTY_BALANCE_CAP,
     EXPOSURE_SCORE,
     KEY_ON_CHAIN,
     REUSE_CURVE,
@@ -82,13 +84,13 @@ def score_frame(observations: pl.DataFrame | pl.LazyFrame, readiness: ReadinessD
         frame.lazy()
         .with_columns(public_key_basis=_exposure_basis(), balance_usd=_balance_usd())
         .with_columns(
-            _lookup(basis, [EXPOSURE_SCORE[b] for b in ExposureBasis], pl.UInt8).alias(
-                SCORE_COLUMN[RiskFactor.PUBLIC_KEY_EXPOSURE]
+            _factor(
+                RiskFactor.PUBLIC_KEY_EXPOSURE, _lookup(basis, [EXPOSURE_SCORE[b] for b in ExposureBasis], pl.UInt8)
             ),
-            _balance_score().alias(SCORE_COLUMN[RiskFactor.BALANCE_AT_RISK]),
-            _count_curve(pl.col("tx_count"), TX_COUNT_CURVE).alias(SCORE_COLUMN[RiskFactor.TRANSACTION_FREQUENCY]),
-            _address_type_score().alias(SCORE_COLUMN[RiskFactor.ADDRESS_TYPE]),
-            _count_curve(pl.col("address_reuse_count"), REUSE_CURVE).alias(SCORE_COLUMN[RiskFactor.ADDRESS_REUSE]),
+            _factor(RiskFactor.BALANCE_AT_RISK, _balance_score()),
+            _factor(RiskFactor.TRANSACTION_FREQUENCY, _count_curve(pl.col("tx_count"), TX_COUNT_CURVE)),
+            _factor(RiskFactor.ADDRESS_TYPE, _address_type_score()),
+            _factor(RiskFactor.ADDRESS_REUSE, _count_curve(pl.col("address_reuse_count"), REUSE_CURVE)),
             public_key_exposed=_lookup(basis, [b in KEY_ON_CHAIN for b in ExposureBasis], pl.Boolean),
             chain_grade=_lookup(pl.col("chain"), grades, CHAIN_GRADE_DTYPE),
         )
@@ -101,6 +103,14 @@ def score_frame(observations: pl.DataFrame | pl.LazyFrame, readiness: ReadinessD
         .collect()
     )
     return frame.hstack(scores)
+
+
+def _factor(factor: RiskFactor, score: pl.Expr) -> pl.Expr:
+    """The score column of ``factor``: ``score``, capped at ``EMPTY_BALANCE_CAP`` on a zero
+    balance for the factors in ``CAPPED_WHEN_EMPTY`` (``model.capped_when_empty``)."""
+    if factor in CAPPED_WHEN_EMPTY:
+        score = pl.when(pl.col("balance") == 0).then(score.clip(upper_bound=EMPTY_BALANCE_CAP)).otherwise(score)
+    return score.alias(SCORE_COLUMN[factor])
 
 
 def _lookup(index: pl.Expr, values: Sequence[object], dtype: pl.DataType | type[pl.DataType]) -> pl.Expr:

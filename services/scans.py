@@ -1,33 +1,31 @@
 """Wallet scans: serve the latest stored result, or observe, score and store a
 fresh one, through the same scoring code the pipelines use. Free of HTTP.
 
-Identical scans arriving together share one upstream fetch. Stored results are
+Identical scans arriving together share one upstream fetch (``services.observer``). Stored results are
 kept per tenant and environment (see docs/security.md for why not shared).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from chains.clients import ChainClient
 from chains.clients.prices import PriceOracle
-from chains.clients.transport import shared_deadline
 from chains.codecs.address import Address
 from chains.codecs.detect import detect_chains, parse_address
 from chains.environment import Environment
 from chains.errors import AddressNotFound
-from chains.observation import Observation
 from chains.registry import Chain, parse_chain
 from core.clock import Clock
 from core.ids import new_id
 from scoring import load_readiness, score_observation
+from scoring.model import SCORING_VERSION
 from scoring.readiness import ReadinessData
 from services.accounts import Principal, environment_of
 from services.errors import InvalidRequest, NotFound
+from services.observer import ChainObserver
 from storage.models import ScanResult, WatchedAddress
 from storage.repository import ScanStore
 from storage.scan_records import scan_record
@@ -91,7 +89,7 @@ class ScanService:
     def __init__(
         self,
         store: ScanStore,
-        clients: Mapping[Environment, Mapping[Chain, ChainClient]],
+        observer: ChainObserver,
         prices: Mapping[Environment, PriceOracle],
         clock: Clock,
         ttl_seconds: int,
@@ -99,54 +97,41 @@ class ScanService:
         readiness: ReadinessData | None = None,
     ) -> None:
         self._store = store
-        self._clients = clients
+        self._observer = observer
         self._prices = prices
         self._clock = clock
         self._ttl = {"api": timedelta(seconds=ttl_seconds), "pipeline": timedelta(seconds=pipeline_ttl_seconds)}
         self._readiness = readiness or load_readiness()
-        self._inflight: dict[tuple[Environment, str, str], asyncio.Task[Observation]] = {}
 
     async def scan(self, principal: Principal, address: str, chain: str | None, refresh: bool) -> ScanOutcome:
         """The caller's latest result for the address, refreshed when missing, older
-        than its TTL (longer for results of the daily pipeline run), or when asked;
-        SCAN_003 for an address with no activity."""
+        than its TTL (longer for results of the daily pipeline run), scored by older
+        rules (``SCORING_VERSION``), or when asked.
+
+        A fresh scan observes the address with the other addresses of its key family
+        (``ChainObserver.family``): a key revealed anywhere makes it exposed, with the
+        evidence and the chains seen in the result. SCAN_003 when neither the address nor
+        its key has left a trace."""
         env = environment_of(principal)
         target, text = _scan_target(address, chain, env)
         chain_id = target.chain
         stored = self._store.latest_result(principal.account.id, env, chain_id.value, text)
         now = self._clock.now()
-        if stored is not None and not refresh and now - stored.scanned_at < self._ttl[stored.source]:
+        if (
+            stored is not None
+            and not refresh
+            and now - stored.scanned_at < self._ttl[stored.source]
+            and stored.scoring_version == SCORING_VERSION  # older rules, older fields: rescore
+        ):
             return ScanOutcome(stored, cached=True)
-        observation = await self._observe(env, target)
-        if not observation.has_activity:
+        observation, coverage = await self._observer.family(env, target)
+        if not observation.has_activity and not observation.evidence:
             raise AddressNotFound(f"{text} has no activity on {chain_id.value}", chain=chain_id.value, address=text)
         price = await self._prices[env].price(observation.symbol, PRICE_WAIT_SECONDS)
         risk = score_observation(observation, price, self._readiness)
-        record = scan_record(observation, risk, principal.account.id, env, now, "api")
+        record = scan_record(observation, risk, principal.account.id, env, now, "api", coverage)
         await self._store.save_results([record])
         return ScanOutcome(record, cached=False)
-
-    async def _observe(self, env: Environment, target: Address) -> Observation:
-        """The chain's observation of ``target``; identical scans arriving together share
-        one fetch. The fetch runs in its own task, so a caller that goes away (its client
-        disconnected, its request cancelled) does not cancel it for the others."""
-        key = (env, target.chain.value, str(target))
-        fetch = self._inflight.get(key)
-        if fetch is None:
-            fetch = asyncio.create_task(self._fetch(env, target))
-            self._inflight[key] = fetch
-            fetch.add_done_callback(lambda done: self._fetched(key, done))
-        return await asyncio.shield(fetch)
-
-    async def _fetch(self, env: Environment, target: Address) -> Observation:
-        with shared_deadline():  # the whole fetch within one retry budget
-            (observation,) = await self._clients[env][target.chain].observe([target])
-        return observation
-
-    def _fetched(self, key: tuple[Environment, str, str], done: asyncio.Task[Observation]) -> None:
-        del self._inflight[key]
-        if not done.cancelled():
-            done.exception()  # retrieved: each waiter re-raises it, and nobody may be left waiting
 
     # --- watch list ---------------------------------------------------------------------
 

@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from chains.endpoints import ChainEndpoints, ConfigError, load_endpoints
+from chains.errors import UnsupportedChain
+from chains.registry import CHAINS, parse_chain
+
+ALL_CHAINS: tuple[str, ...] = tuple(chain.value for chain in CHAINS)
 
 
 class SettingsError(ValueError):
@@ -57,6 +61,12 @@ class Settings:
     scan_cache_ttl_seconds: int = 600
     #: How long a result published by the daily pipeline run is served (a day and a margin).
     pipeline_result_ttl_seconds: int = 26 * 3600
+    #: Chains a scan checks for the other addresses of a key (``all``, ``none`` or a comma
+    #: list): the 15 EVM chains and Tron for an EVM or Tron address, Bitcoin and Cosmos for
+    #: a key hash. Family chains left out are reported unavailable (verdict incomplete).
+    family_chains: tuple[str, ...] = ALL_CHAINS
+    #: How long a scan waits for a family chain before reporting it unavailable.
+    family_wait_seconds: float = 5.0
     log_level: str = "INFO"
     access_log: bool = False
     #: Managed custody backend: ``softhsm`` (embedded default: a SoftHSM2 token,
@@ -124,10 +134,27 @@ def _coerce(name: str, raw: Any) -> Any:
         raise SettingsError(f"{name} must be true or false, got {raw!r}")
     if name == "data_dir":
         return Path(raw)
+    if name == "family_chains":
+        return _chain_list(raw)
     if name == "trusted_proxies":
         items = raw if isinstance(raw, list | tuple) else str(raw).split(",")
         return tuple(item.strip() for item in items if str(item).strip())
     return str(raw)
+
+
+def _chain_list(raw: Any) -> tuple[str, ...]:
+    """``all``, ``none`` or chain names (a list, or text separated by commas), checked."""
+    text = raw if isinstance(raw, list | tuple) else str(raw).split(",")
+    items = [str(item).strip().lower() for item in text if str(item).strip()]
+    if items == ["all"]:
+        return ALL_CHAINS
+    if items == ["none"]:
+        return ()
+    try:
+        chosen = {parse_chain(item).value for item in items}
+    except UnsupportedChain as exc:
+        raise SettingsError(f"family_chains: {exc}") from None
+    return tuple(chain for chain in ALL_CHAINS if chain in chosen)
 
 
 def _validate(s: Settings) -> Settings:
@@ -165,6 +192,8 @@ def _validate(s: Settings) -> Settings:
     for name in ("scan_cache_ttl_seconds", "pipeline_result_ttl_seconds"):
         if not 0 <= getattr(s, name) <= 30 * 86400:
             raise SettingsError(f"{name} must be between 0 and 2592000 (30 days)")
+    if not 0.1 <= s.family_wait_seconds <= 60:
+        raise SettingsError("family_wait_seconds must be between 0.1 and 60")
     if s.custody_backend not in ("softhsm", "pkcs11", "disabled"):
         raise SettingsError("custody_backend must be softhsm, pkcs11 or disabled")
     if not 7 <= s.deletion_wait_days <= 3650:

@@ -5,6 +5,7 @@ Layout under ``<data_dir>/analytics/`` (see docs/analytics.md)::
     <table>/_empty.parquet                              zero rows: the table's schema
     <table>/date=YYYY-MM-DD/chain=<chain>/daily.parquet  one chain-day partition (rescoring run)
     <table>/date=YYYY-MM-DD/chain=<chain>/new-<run>.parquet  newly watched addresses (sensor run)
+    key_exposure/date=…/chain=<chain>/…                 the key families' members seen on <chain>
     chain_readiness/date=YYYY-MM-DD/daily.parquet
     _scratch/<id>/                                       a writer's private part files
 
@@ -26,7 +27,7 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -69,17 +70,36 @@ def stored_dtype(dtype: pl.DataType) -> pl.DataType:
 
 def _observation_columns() -> dict[str, pl.DataType]:
     """The environment, ``Observation``'s fields as the scorer types them (stored), the
-    balance in whole coins beside the base units, and whether the address was ever used."""
+    balance in whole coins beside the base units, whether the address was ever used, and
+    its key family (``pipelines.families.family_key``)."""
     columns: dict[str, pl.DataType] = {"environment": pl.String()}
     for name in OBSERVATION_FIELDS:
         columns[name] = stored_dtype(OBSERVATION_SCHEMA[name])
         if name == "balance":
             columns["balance_native"] = pl.Float64()
-    return {**columns, "has_activity": pl.Boolean()}
+    return {**columns, "has_activity": pl.Boolean(), "family": pl.String()}
 
 
 OBSERVATION_COLUMNS: Final = _observation_columns()
 """Columns of an observation row, derived from the scorer's input schema."""
+
+EVIDENCE_DTYPE: Final = pl.Struct(
+    {"chain": pl.String(), "address": pl.String(), "kind": pl.String(), "txid": pl.String(), "block_height": pl.Int64()}
+)
+"""One ``chains.observation.ExposureEvidence``: where and how a key was revealed."""
+
+LINK_COLUMNS: Final = {
+    "observed_exposure": pl.String(),
+    "exposure_evidence": pl.List(EVIDENCE_DTYPE),
+    "coverage_checked": pl.List(pl.String()),
+    "coverage_unavailable": pl.List(pl.String()),
+    "exposure_complete": pl.Boolean(),
+}
+"""Columns the key-family linkage adds to a scored row (``pipelines.families.link_frame``):
+the exposure the address's own chain showed (``exposure`` is the linked one, as
+``chains.evidence.with_family`` gives it), the evidence (own first, then its siblings'),
+the family's chains seen that day and those that were not, and whether the verdict saw
+everything (the published ``exposureComplete``)."""
 
 SCORE_COLUMNS: Final = {
     **{name: stored_dtype(dtype) for name, dtype in OBSERVATION_SCHEMA.items() if name not in OBSERVATION_FIELDS},
@@ -95,13 +115,16 @@ class Table:
     """One analytical table: its folder, Parquet schema and row key.
 
     ``key`` identifies a row within one scan date; the view keeps one row per key and
-    date, preferring the daily partition's row over a newly-watched batch's.
+    date, preferring the daily partition's row over a newly-watched batch's. A table with
+    ``many_per_key`` (``key_exposure``: one row per evidence) keeps every row of the one
+    observation chosen for a key.
     """
 
     name: str
     schema: pl.Schema
     key: tuple[str, ...]
     description: str
+    many_per_key: bool = False
 
 
 TABLES: Final[Mapping[str, Table]] = MappingProxyType(
@@ -151,9 +174,46 @@ TABLES: Final[Mapping[str, Table]] = MappingProxyType(
             ),
             Table(
                 "address_risk",
-                pl.Schema({**OBSERVATION_COLUMNS, **SCORE_COLUMNS, **_PROVENANCE}),
+                pl.Schema({**OBSERVATION_COLUMNS, **LINK_COLUMNS, **SCORE_COLUMNS, **_PROVENANCE}),
                 ("environment", "chain", "address"),
-                "Scored observations: factor scores, risk value and band, chain grade; full history.",
+                "Scored observations after key-family linkage: factor scores, risk value and band, "
+                "chain grade, evidence and coverage; full history.",
+            ),
+            Table(
+                "family_targets",
+                pl.Schema(
+                    {
+                        "environment": pl.String(),
+                        "chain": pl.String(),
+                        "address": pl.String(),
+                        "family": pl.String(),
+                        **_PROVENANCE,
+                    }
+                ),
+                ("environment", "address", "family"),
+                "Addresses of a chain observed because they share a key with a watched address "
+                "(of this chain or another): the watched address's family, per scan date.",
+            ),
+            Table(
+                "key_exposure",
+                pl.Schema(
+                    {
+                        "environment": pl.String(),
+                        "family": pl.String(),
+                        "chain": pl.String(),
+                        "address": pl.String(),
+                        "address_type": pl.String(),
+                        "kind": pl.String(),
+                        "txid": pl.String(),
+                        "block_height": pl.Int64(),
+                        "observed_at": UTC_TS,
+                        **_PROVENANCE,
+                    }
+                ),
+                ("environment", "family", "chain", "address"),
+                "Every member of a watched key's family observed that day, with what revealed "
+                "the key there (one row per evidence; kind null when nothing did).",
+                many_per_key=True,
             ),
             Table(
                 "chain_readiness",
@@ -220,8 +280,10 @@ class ParquetFileWriter:
     Frames are buffered up to ``rows_per_part`` rows and spilled as part files into a
     private scratch folder; ``commit`` streams the parts into a temporary file beside the
     target and renames it into place. Zero frames still give a (zero-row) file, so a
-    re-run that finds nothing replaces yesterday's rows with none. Use as a context
-    manager: an exception aborts, leaving the previous file untouched.
+    re-run that finds nothing replaces yesterday's rows with none. With ``sort_by``, the
+    file is sorted by those columns and rows repeating them are dropped (the first kept);
+    that sort holds the rows' sort keys in memory. Use as a context manager: an
+    exception aborts, leaving the previous file untouched.
     """
 
     def __init__(
@@ -232,6 +294,7 @@ class ParquetFileWriter:
         *,
         rows_per_part: int = 10_000,
         row_group_size: int = 10_000,
+        sort_by: Sequence[str] = (),
     ) -> None:
         self.target = target
         self.table = table
@@ -242,6 +305,7 @@ class ParquetFileWriter:
         self._parts: list[Path] = []
         self._rows_per_part = rows_per_part
         self._row_group_size = row_group_size
+        self._sort_by = list(sort_by)
 
     def write(self, frame: pl.DataFrame) -> None:
         """Add rows (cast to the table's schema; extra columns are dropped)."""
@@ -263,17 +327,30 @@ class ParquetFileWriter:
         self._parts.append(part)
         self._buffer, self._buffered = [], 0
 
+    def _sorted(self, frame: pl.LazyFrame) -> pl.LazyFrame:
+        if not self._sort_by:
+            return frame
+        return frame.sort(self._sort_by, maintain_order=True).unique(
+            subset=self._sort_by, keep="first", maintain_order=True
+        )
+
     def commit(self) -> int:
-        """Write the file atomically; returns its row count."""
+        """Write the file atomically; returns its row count (after dropping repeated
+        ``sort_by`` keys, when sorting)."""
         self.target.parent.mkdir(parents=True, exist_ok=True)
         temp = _temp_name(self.target)
         try:
             if not self._parts:  # everything fits in one write
                 frame = pl.concat(self._buffer) if self._buffer else self.table.schema.to_frame()
+                frame = self._sorted(frame.lazy()).collect()
+                self.rows = frame.height
                 frame.write_parquet(temp, row_group_size=self._row_group_size)
             else:
                 self._spill()
-                pl.scan_parquet(self._parts).sink_parquet(temp, row_group_size=self._row_group_size)
+                found = self._sorted(pl.scan_parquet(self._parts))
+                found.sink_parquet(temp, row_group_size=self._row_group_size)
+                if self._sort_by:
+                    self.rows = pl.scan_parquet(temp).select(pl.len()).collect().item()
             _publish(temp, self.target)
         except BaseException:
             temp.unlink(missing_ok=True)
@@ -327,10 +404,10 @@ class AnalyticsStore:
         """The file a newly-watched-address run writes for one chain."""
         return self.partition_dir(table, scan_date, chain) / f"{NEW_PREFIX}{run_id}.parquet"
 
-    def writer(self, table: str, target: Path, **options: int) -> ParquetFileWriter:
+    def writer(self, table: str, target: Path, *, sort_by: Sequence[str] = (), **options: int) -> ParquetFileWriter:
         """A ``ParquetFileWriter`` for ``target`` (a path from ``daily_file``/``new_file``)."""
         self.ensure_layout()
-        return ParquetFileWriter(target, TABLES[table], self.scratch, **options)
+        return ParquetFileWriter(target, TABLES[table], self.scratch, sort_by=sort_by, **options)
 
     def write_frame(self, table: str, target: Path, frame: pl.DataFrame) -> int:
         """Write one frame as the whole file ``target`` (atomically)."""
@@ -391,6 +468,12 @@ class AnalyticsStore:
             "  OR (w.batch = 'new' AND w.scan_date >= coalesce(l.scan_date, DATE '0001-01-01'))"
             " QUALIFY row_number() OVER (PARTITION BY w.watch_id ORDER BY w.exported_at DESC) = 1"
         )
+        statements.append(f"CREATE OR REPLACE VIEW key_exposure AS {self._deduplicated(TABLES['key_exposure'])}")
+        statements.append(
+            "CREATE OR REPLACE VIEW key_exposure_latest AS SELECT * FROM key_exposure"
+            " QUALIFY dense_rank() OVER (PARTITION BY environment, family, chain, address"
+            " ORDER BY scan_date DESC) = 1"
+        )
         readiness = TABLES["chain_readiness"]
         statements.append(f"CREATE OR REPLACE VIEW chain_readiness AS SELECT * FROM {self._scan(readiness)}")
         statements.append(
@@ -408,15 +491,23 @@ class AnalyticsStore:
         return f"read_parquet('{self._glob(table)}', {options})"
 
     def _deduplicated(self, table: Table) -> str:
-        """Daily rows, plus newly-watched rows no daily file of that date has yet (latest wins)."""
+        """Daily rows, plus newly-watched rows no daily file of that date has yet (latest
+        wins: one row per key, or every row of the latest observation of a key for a
+        ``many_per_key`` table)."""
         key = ("scan_date", *table.key)
         scan = self._scan(table, filename=True)
-        order = "scanned_at DESC, run_id DESC" if "scanned_at" in table.schema else "run_id DESC"
+        if "scanned_at" in table.schema:
+            order = "scanned_at DESC, run_id DESC"
+        elif "observed_at" in table.schema:
+            order = "observed_at DESC, run_id DESC"
+        else:
+            order = "run_id DESC"
+        rank = "dense_rank()" if table.many_per_key else "row_number()"
         match = " AND ".join(f"d.{k} = f.{k}" for k in key)
         return (
             f"WITH daily AS (SELECT * EXCLUDE (filename) FROM {scan} WHERE filename LIKE '%/{DAILY_FILE}'),"
             f" fresh AS (SELECT * EXCLUDE (filename) FROM {scan} WHERE filename LIKE '%/{NEW_PREFIX}%'"
-            f"  QUALIFY row_number() OVER (PARTITION BY {', '.join(key)} ORDER BY {order}) = 1)"
+            f"  QUALIFY {rank} OVER (PARTITION BY {', '.join(key)} ORDER BY {order}) = 1)"
             f" SELECT * FROM daily UNION ALL BY NAME"
             f" SELECT * FROM fresh f WHERE NOT EXISTS (SELECT 1 FROM daily d WHERE {match})"
         )
@@ -472,6 +563,8 @@ VIEWS: Final[tuple[str, ...]] = (
     "native_prices",
     "address_risk",
     "address_risk_latest",
+    "key_exposure",
+    "key_exposure_latest",
     "chain_readiness",
     "chain_readiness_latest",
 )

@@ -163,6 +163,22 @@ class ScanResult:
     source: str  # "api" or "pipeline"
 
 
+@dataclass(frozen=True, slots=True)
+class KeyScanResult:
+    """The latest key-scan result (``POST /v1/scan/key``) of one key for one tenant.
+
+    ``subject`` names the key and the chains asked for; ``result`` is the answer as JSON
+    text; ``data_as_of`` is when the oldest chain data in it was observed.
+    """
+
+    account_id: str
+    environment: Environment
+    subject: str
+    result: str
+    data_as_of: datetime
+    scanned_at: datetime
+
+
 class ManagedKeyState(enum.StrEnum):
     """Life of a managed (custody) key: active → pending_deletion (≥ 7 days,
     cancellable) → destroyed (material erased; final)."""

@@ -15,6 +15,7 @@ from storage.models import (
     ApiKey,
     Attestation,
     AttestationChallenge,
+    KeyScanResult,
     ManagedKey,
     ManagedKeyEvent,
     ManagedKeyUsage,
@@ -127,6 +128,12 @@ class ScanStore(Protocol):
     async def save_results(self, results: list[ScanResult]) -> None:
         """Insert results, replacing stored ones that are not newer (durable when
         this returns)."""
+
+    def latest_key_result(self, account_id: str, environment: Environment, subject: str) -> KeyScanResult | None:
+        """The latest stored key-scan result for one subject (key and chains), if any."""
+
+    async def save_key_result(self, result: KeyScanResult) -> None:
+        """Insert or replace a key-scan result (durable when this returns)."""
 
 
 class ManagedKeyStore(Protocol):

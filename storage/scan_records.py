@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from chains.environment import Environment
+from chains.evidence import Coverage
 from chains.observation import Observation
 from scoring.records import ScoredScan, scored_scan
 from scoring.result import WalletRisk
@@ -37,7 +38,8 @@ def scan_record(
     environment: Environment,
     scanned_at: datetime,
     source: str,
+    coverage: Coverage,
 ) -> ScanResult:
     """A ``ScanResult`` whose ``result`` is the spec's wallet-scan object (plus
     ``dataAsOf``, ``scoringVersion`` and the data source), ready to store."""
-    return scan_result(scored_scan(observation, risk, scanned_at), account_id, environment, source)
+    return scan_result(scored_scan(observation, risk, scanned_at, coverage), account_id, environment, source)

@@ -12,7 +12,7 @@ from typing import Final
 from chains.environment import Environment
 from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.group_commit import GroupCommitWriter
-from storage.models import ScanResult, WatchedAddress
+from storage.models import KeyScanResult, ScanResult, WatchedAddress
 from storage.row_cache import RowCache
 from storage.sqlite_db import Row, dt, insert_or_get, open_database, ts
 from storage.writers import DirectWriter, Writer
@@ -169,6 +169,34 @@ class SqliteScanStore:
         )
         await self._writer.write(lambda c: c.executemany(sql, rows))
         self._beacon.announce(Topic.SCANS)
+
+    def latest_key_result(self, account_id: str, environment: Environment, subject: str) -> KeyScanResult | None:
+        """The latest stored key-scan result for one subject (key and chains), if any."""
+        row = self._conn.execute(
+            "SELECT result, data_as_of, scanned_at FROM key_scan_results"
+            " WHERE account_id = ? AND environment = ? AND subject = ?",
+            (account_id, environment.value, subject),
+        ).fetchone()
+        if row is None:
+            return None
+        return KeyScanResult(account_id, environment, subject, row[0], dt(row[1]), dt(row[2]))
+
+    async def save_key_result(self, result: KeyScanResult) -> None:
+        """Insert or replace a key-scan result (durable when this returns)."""
+        row = (
+            result.account_id,
+            result.environment.value,
+            result.subject,
+            result.result,
+            ts(result.data_as_of),
+            ts(result.scanned_at),
+        )
+        sql = (
+            "INSERT INTO key_scan_results (account_id, environment, subject, result, data_as_of, scanned_at)"
+            " VALUES (?,?,?,?,?,?) ON CONFLICT (account_id, environment, subject) DO UPDATE SET"
+            " result = excluded.result, data_as_of = excluded.data_as_of, scanned_at = excluded.scanned_at"
+        )
+        await self._writer.write(lambda c: c.execute(sql, row))
 
 
 @contextmanager

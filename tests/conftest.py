@@ -74,7 +74,8 @@ async def app(tmp_path_factory, app_clock) -> AsyncIterator[Sanic]:
     from services.settings import load_settings
     from tests.support import running_app
 
-    settings = load_settings({}, data_dir=tmp_path_factory.mktemp("api-data"))
+    # no family lookups: the public endpoints of the other chains are never called in tests
+    settings = load_settings({"QDAY_FAMILY_CHAINS": "none"}, data_dir=tmp_path_factory.mktemp("api-data"))
     async with running_app(settings, app_clock) as application:
         yield application
 

@@ -38,8 +38,26 @@ class ChainFactorOut(Out):
     source: str | None = None
 
 
-class WalletScanOut(Out):
-    """The spec's wallet scan result, plus ``cached``, ``dataAsOf`` and provenance."""
+class ExposureEvidenceOut(Out):
+    """One place the key was revealed."""
+
+    chain: str
+    address: Annotated[str, Meta(description="Address, or the output script in hex for outputs without one")]
+    kind: Literal["spend", "output", "nonce", "signature", "index"]
+    txid: Annotated[str | None, Meta(description="Revealing transaction; null where the source does not say")]
+    block_height: int | None
+
+
+class CoverageOut(Out):
+    """What the verdict could see."""
+
+    checked: Annotated[list[str], Meta(description="Chains whose data the verdict includes")]
+    unavailable: Annotated[list[str], Meta(description="Family chains down, late or not configured")]
+    limits: Annotated[list[str], Meta(description="Revelations no configured source can show")]
+
+
+class WalletScanResult(Out):
+    """The spec's wallet scan result, plus ``dataAsOf``, provenance, evidence and coverage."""
 
     address: str
     chain: str
@@ -54,11 +72,88 @@ class WalletScanOut(Out):
     risk_factors: list[RiskFactorOut]
     chain_factors: list[ChainFactorOut]
     scanned_at: Timestamp
-    cached: bool
     data_as_of: Timestamp
     scoring_version: str
     data_source: str
     block_height: int | None
+    exposure_evidence: Annotated[
+        list[ExposureEvidenceOut], Meta(description="Where the key was revealed, on this address or its family's")
+    ]
+    coverage: CoverageOut
+    exposure_complete: Annotated[bool, Meta(description="False when a not-exposed verdict could not see everything")]
+
+
+class WalletScanOut(WalletScanResult):
+    """A wallet scan answer: the result and whether it came from the store."""
+
+    cached: bool
+
+
+PublicKeyHex = Annotated[
+    str,
+    Meta(
+        min_length=64,
+        max_length=130,
+        description="secp256k1 SEC key (33 or 65 bytes) or ed25519 key (32 bytes), in hex",
+    ),
+]
+
+
+class KeyScanRequest(Strict):
+    """Body of POST /v1/scan/key."""
+
+    public_key: PublicKeyHex
+    chains: Annotated[list[ChainName], Meta(min_length=1, max_length=19)] | None = None
+    refresh: Annotated[bool, Meta(description="Fetch fresh chain data even if a recent result is stored")] = False
+
+
+class ScanErrorOut(Out):
+    """Why one chain of a key scan gave no answer."""
+
+    code: str
+    message: str
+
+
+class KeyAddressOut(Out):
+    """One address or output of the key."""
+
+    chain: str
+    address: Annotated[str, Meta(description="Address, or the output script in hex (P2PK forms)")]
+    form: Literal[
+        "p2pk",
+        "p2pk-uncompressed",
+        "p2pkh",
+        "p2pkh-uncompressed",
+        "p2wpkh",
+        "p2sh-p2wpkh",
+        "p2tr",
+        "evm",
+        "tron",
+        "cosmos",
+        "solana",
+    ]
+    active: Annotated[bool, Meta(description="True when the chain has seen this address")]
+    scan: Annotated[WalletScanResult | None, Meta(description="Its wallet scan; null when inactive or failed")]
+    error: ScanErrorOut | None
+
+
+class KeyScanOut(Out):
+    """The verdict on one public key across every chain."""
+
+    public_key: Annotated[str, Meta(description="The key, compressed encoding for secp256k1")]
+    key_type: Literal["secp256k1", "ed25519"]
+    public_key_exposed: bool
+    exposure_evidence: list[ExposureEvidenceOut]
+    risk_score: Literal["W1", "W2", "W3", "W4"]
+    risk_label: Literal["Low", "Medium", "High", "Critical"]
+    risk_value: Annotated[int, Meta(ge=0, le=100, description="The worst of its active addresses")]
+    balance_at_risk_usd: Annotated[float | None, Meta(description="Sum over its addresses; null if a price is unknown")]
+    addresses: list[KeyAddressOut]
+    coverage: CoverageOut
+    exposure_complete: bool
+    scanned_at: Timestamp
+    scoring_version: str
+    cached: bool
 
 
 class DetectRequest(Strict):

@@ -8,7 +8,16 @@ from sanic import HTTPResponse
 from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import no_content, ok
-from api.models.scans import DetectOut, DetectRequest, ScanRequest, WalletScanOut, WatchedOut, WatchRequest
+from api.models.scans import (
+    DetectOut,
+    DetectRequest,
+    KeyScanOut,
+    KeyScanRequest,
+    ScanRequest,
+    WalletScanOut,
+    WatchedOut,
+    WatchRequest,
+)
 from api.ratelimit import RateGroup
 from core.clock import iso
 from services.accounts import environment_of
@@ -35,13 +44,41 @@ def _watched_out(w: WatchedAddress) -> WatchedOut:
     tag="scans",
     description="Serves the latest stored result when younger than the cache TTL (cached=true), otherwise "
     "fetches chain data, scores it and stores it. refresh=true forces a fetch. Test keys scan test "
-    "networks. Without chain, an EVM address is scanned on ethereum (see POST /v1/scan/detect).",
+    "networks. Without chain, an EVM address is scanned on ethereum (see POST /v1/scan/detect). "
+    "Exposure is the key's: the address's family (the same account on every EVM chain and Tron; the "
+    "same key hash as P2PKH, P2WPKH, P2SH-P2WPKH and Cosmos) is checked concurrently, and a key "
+    "revealed anywhere exposes the address (exposureEvidence). A family chain that is down is listed "
+    "in coverage.unavailable and makes exposureComplete false; it never fails the scan.",
 )
 async def scan_wallet(request: QdayRequest, body: ScanRequest) -> HTTPResponse:
     """One address's risk, from the cache or fresh."""
     outcome = await request.app.ctx.scans.scan(request.ctx.principal, body.address, body.chain, body.refresh)
     flag = b'{"cached":true,' if outcome.cached else b'{"cached":false,'
     return ok(request, msgspec.Raw(flag + outcome.record.result.encode()[1:]))
+
+
+@group.route(
+    "POST",
+    "/scan/key",
+    summary="Quantum-risk scan of a public key on every chain",
+    credential=Credential.ANY_KEY,
+    rate_group=RateGroup.SCAN,
+    body=KeyScanRequest,
+    response=KeyScanOut,
+    errors=("PQC_002", "SCAN_002"),
+    tag="scans",
+    description="Derives every address and output the key controls (P2PK in both encodings by script, "
+    "P2PKH of either encoding, P2WPKH, P2SH-P2WPKH, BIP-86 P2TR, the 15 EVM chains, Tron, Cosmos; an "
+    "ed25519 key is a Solana address), observes them concurrently, and answers one verdict: exposed when "
+    "any of them revealed the key. Each address carries its wallet scan, or its chain's error; a chain "
+    "that fails never fails the scan. riskValue is the worst of the active addresses. A key that is not "
+    "a point on its curve is PQC_002.",
+)
+async def scan_key(request: QdayRequest, body: KeyScanRequest) -> HTTPResponse:
+    """One key's risk across every chain, from the store or fresh."""
+    outcome = await request.app.ctx.key_scans.scan(request.ctx.principal, body.public_key, body.chains, body.refresh)
+    flag = b'{"cached":true,' if outcome.cached else b'{"cached":false,'
+    return ok(request, msgspec.Raw(flag + outcome.result.encode()[1:]))
 
 
 @group.route(

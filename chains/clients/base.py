@@ -20,7 +20,7 @@ from chains.codecs.address import Address
 from chains.endpoints import ChainEndpoints, EnvironmentEndpoints
 from chains.environment import Environment
 from chains.errors import InvalidAddress
-from chains.observation import AccountType, Exposure, Observation
+from chains.observation import AccountType, Exposure, ExposureEvidence, Observation
 from chains.registry import CHAINS, Chain, Family
 
 A = TypeVar("A", bound=Address)
@@ -101,6 +101,7 @@ class Snapshot:
         address_reuse_count: int = 0,
         first_activity: datetime | None = None,
         last_activity: datetime | None = None,
+        evidence: tuple[ExposureEvidence, ...] = (),
     ) -> Observation:
         """An ``Observation`` of ``address`` with the chain's symbol and decimals filled in."""
         info = CHAINS[self.chain]
@@ -122,6 +123,7 @@ class Snapshot:
             source=self.source,
             height=self.height,
             observed_at=self.observed_at,
+            evidence=evidence,
         )
 
 

@@ -33,8 +33,8 @@ from typing import Any
 
 import httpx
 
-from chains.bitcoin.exposure import SpendHistory, exposure_with_history
-from chains.bitcoin.script import classify_script
+from chains.bitcoin.exposure import STRUCTURALLY_EXPOSED, SpendHistory, exposure_with_history
+from chains.bitcoin.script import OutputType, classify_script
 from chains.bitcoin.spend import InputDisclosure, analyze_input
 from chains.bitcoin.tx import TxIn
 from chains.clients.base import Snapshot, register, typed_addresses
@@ -43,7 +43,7 @@ from chains.codecs.address import Address
 from chains.codecs.bitcoin import BitcoinAddress
 from chains.endpoints import EndpointConfig, EnvironmentEndpoints
 from chains.errors import ChainUnavailable, InvalidAddress, MalformedChainData
-from chains.observation import AccountType, Observation
+from chains.observation import AccountType, EvidenceKind, ExposureEvidence, Observation
 from chains.registry import Chain, Family, Network
 from pqc.hashes import sha256
 
@@ -112,6 +112,50 @@ def spend_history(stats: ChainStats, history: History, spends: Sequence[InputDis
     if history.ended and seen == stats.tx_count:
         return SpendHistory.complete(spends)
     return SpendHistory.counted(stats.spent_txo_count)
+
+
+def _tx_evidence(display: str, kind: EvidenceKind, tx: Mapping[str, Any]) -> ExposureEvidence:
+    status = tx.get("status")
+    height = status.get("block_height") if isinstance(status, Mapping) else None
+    txid = tx.get("txid")
+    return ExposureEvidence(
+        Chain.BITCOIN.value,
+        display,
+        kind,
+        txid if isinstance(txid, str) else None,
+        height if isinstance(height, int) and not isinstance(height, bool) else None,
+    )
+
+
+def _evidence(
+    display: str,
+    output_type: OutputType,
+    txs: Sequence[Mapping[str, Any]],
+    script: bytes,
+    spends: Sequence[tuple[int, InputDisclosure]],
+    spent_count: int,
+) -> tuple[ExposureEvidence, ...]:
+    """What revealed the key of ``script``: the oldest funding transaction seen for a type
+    that shows its key in the output (``output``), each transaction whose input published
+    key material (``spend``), and, when spends were counted but none was seen (history cut
+    short), one ``spend`` without a transaction id."""
+    found: list[ExposureEvidence] = []
+    if output_type in STRUCTURALLY_EXPOSED:
+        script_hex = script.hex()
+        funding = [
+            tx
+            for tx in txs
+            if any(isinstance(o, Mapping) and o.get("scriptpubkey") == script_hex for o in tx.get("vout") or ())
+        ]
+        if funding:
+            found.append(
+                _tx_evidence(display, EvidenceKind.OUTPUT, funding[-1])
+            )  # newest first: the last is the oldest
+    disclosing = sorted({index for index, d in spends if d.discloses_key_material})
+    found += [_tx_evidence(display, EvidenceKind.SPEND, txs[index]) for index in disclosing]
+    if spent_count and not spends:
+        found.append(ExposureEvidence(Chain.BITCOIN.value, display, EvidenceKind.SPEND))
+    return tuple(found)
 
 
 class EsploraClient:
@@ -238,6 +282,7 @@ class EsploraClient:
         times = [t for t in times if isinstance(t, int)]
         complete = history.ended and len(history.txs) == stats.tx_count
         spending_txs = len({index for index, _ in spends})
+        evidence = _evidence(display, info.output_type, history.txs, script, spends, stats.spent_txo_count)
         return snapshot.observation(
             display,
             address_type=info.output_type.value,
@@ -250,6 +295,7 @@ class EsploraClient:
             address_reuse_count=max(stats.funded_txo_count - 1, 0),
             first_activity=datetime.fromtimestamp(min(times), UTC) if complete and times else None,
             last_activity=datetime.fromtimestamp(max(times), UTC) if times else None,
+            evidence=evidence,
         )
 
     async def aclose(self) -> None:

@@ -46,6 +46,18 @@ SCAN_COLUMNS = (
     "cached",
     "scannedAt",
     "dataAsOf",
+    "exposureComplete",
+)
+KEY_SCAN_COLUMNS = (
+    "publicKey",
+    "keyType",
+    "riskScore",
+    "riskValue",
+    "publicKeyExposed",
+    "balanceAtRiskUsd",
+    "exposureComplete",
+    "cached",
+    "scannedAt",
 )
 
 
@@ -253,6 +265,31 @@ async def cmd_scan(args: argparse.Namespace, config: Config) -> int:
     return 0
 
 
+async def cmd_scan_key(args: argparse.Namespace, config: Config) -> int:
+    """Scan every address and output of one public key; the addresses follow as a table."""
+    _need_key(config)
+    async with _client(config) as client:
+        result = await client.scan_key(args.public_key, args.chain or None, args.refresh)
+    if args.json:
+        output.show(result, as_json=True)
+        return 0
+    output.show(result, as_json=False, columns=KEY_SCAN_COLUMNS)
+    rows = [
+        {
+            "chain": a.chain,
+            "form": a.form,
+            "address": a.address,
+            "riskScore": a.scan.risk_score if a.scan else None,
+            "exposed": a.scan.public_key_exposed if a.scan else None,
+            "error": a.error.message if a.error else None,
+        }
+        for a in result.addresses
+        if a.active or a.error
+    ]
+    output.show(rows, as_json=False, columns=("chain", "form", "address", "riskScore", "exposed", "error"))
+    return 0
+
+
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--json", action="store_true", help="print JSON (the API's field names) instead of tables")
@@ -350,6 +387,12 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--concurrency", type=int, default=4, help="bulk: scans in flight (default 4)")
     scan.add_argument("--progress", action="store_true", help="bulk: progress bar even when stderr is not a terminal")
     scan.set_defaults(func=cmd_scan)
+
+    scan_key = sub.add_parser("scan-key", parents=[common], help="quantum-risk scan of a public key on every chain")
+    scan_key.add_argument("public_key", help="hex: 33- or 65-byte secp256k1 SEC, or 32-byte ed25519")
+    scan_key.add_argument("--chain", action="append", help="limit to this chain (repeatable; default all)")
+    scan_key.add_argument("--refresh", action="store_true", help="fetch fresh chain data")
+    scan_key.set_defaults(func=cmd_scan_key)
     return parser
 
 

@@ -419,6 +419,15 @@ class QdayClient:
             _drop_none({"address": address, "chain": chain, "refresh": refresh or None}),
         )
 
+    async def scan_key(self, public_key: str, chains: list[str] | None = None, refresh: bool = False) -> models.KeyScan:
+        """POST /v1/scan/key: every address and output of a public key (hex), one verdict."""
+        return await self._call(
+            "POST",
+            "/scan/key",
+            models.KeyScan,
+            _drop_none({"publicKey": public_key, "chains": chains, "refresh": refresh or None}),
+        )
+
     async def detect_chains(self, address: str) -> models.Detection:
         """POST /v1/scan/detect: every chain the address may belong to."""
         return await self._call("POST", "/scan/detect", models.Detection, {"address": address})

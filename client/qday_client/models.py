@@ -246,8 +246,26 @@ class ChainFactor(Result):
     source: str | None = None
 
 
-class WalletScan(Result):
-    """POST /v1/scan/wallet."""
+class ExposureEvidence(Result):
+    """One place a key was revealed (``address`` is an output script in hex when it has none)."""
+
+    chain: str
+    address: str
+    kind: str
+    txid: str | None
+    block_height: int | None
+
+
+class Coverage(Result):
+    """What a verdict saw: chains checked, family chains unavailable, and blind spots."""
+
+    checked: list[str]
+    unavailable: list[str]
+    limits: list[str]
+
+
+class WalletScanResult(Result):
+    """A wallet scan result, as embedded in a key scan."""
 
     address: str
     chain: str
@@ -262,11 +280,56 @@ class WalletScan(Result):
     risk_factors: list[RiskFactor]
     chain_factors: list[ChainFactor]
     scanned_at: str
-    cached: bool
     data_as_of: str
     scoring_version: str
     data_source: str
     block_height: int | None
+    exposure_evidence: list[ExposureEvidence]
+    coverage: Coverage
+    exposure_complete: bool
+
+
+class WalletScan(WalletScanResult):
+    """POST /v1/scan/wallet."""
+
+    cached: bool
+
+
+class ScanError(Result):
+    """Why one chain of a key scan gave no answer."""
+
+    code: str
+    message: str
+
+
+class KeyAddress(Result):
+    """One address or output of a scanned key (``scan`` null when inactive or failed)."""
+
+    chain: str
+    address: str
+    form: str
+    active: bool
+    scan: WalletScanResult | None
+    error: ScanError | None
+
+
+class KeyScan(Result):
+    """POST /v1/scan/key."""
+
+    public_key: str
+    key_type: str
+    public_key_exposed: bool
+    exposure_evidence: list[ExposureEvidence]
+    risk_score: str
+    risk_label: str
+    risk_value: int
+    balance_at_risk_usd: float | None
+    addresses: list[KeyAddress]
+    coverage: Coverage
+    exposure_complete: bool
+    scanned_at: str
+    scoring_version: str
+    cached: bool
 
 
 class Detection(Result):

@@ -7,13 +7,16 @@ closed port, so upstream failure is real too.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
 from eth_account import Account
 
+from chains.environment import Environment
 from services.settings import load_settings
 from storage.models import Plan
+from storage.scans_sqlite import SqliteScanStore
 from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary, free_port
 from tests.api.test_envelope import assert_error, assert_meta
 from tests.support import ManualClock, client_for, make_tenant, running_app
@@ -47,7 +50,12 @@ def scan_clock(scan_app_clock) -> Iterator[ManualClock]:
 @pytest.fixture(scope="module")
 async def scan_app(anvil, scan_app_clock, tmp_path_factory):
     closed = f"http://127.0.0.1:{free_port()}"
-    env = {"QDAY_ETHEREUM_RPC_URL": anvil.url, "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url, "QDAY_POLYGON_RPC_URL": closed}
+    env = {
+        "QDAY_ETHEREUM_RPC_URL": anvil.url,
+        "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url,
+        "QDAY_POLYGON_RPC_URL": closed,
+        "QDAY_FAMILY_CHAINS": "ethereum",  # the family fan-out has its own tests (test_scan_family)
+    }
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("scan-data"))
     async with running_app(settings, scan_app_clock) as app:
         yield app
@@ -225,3 +233,15 @@ async def test_watchlist_crud_and_isolation(scanner, scan_app):
     assert_error(await client.delete(f"/v1/watchlist/{entry['id']}", headers=other.auth("secret_live")), 404, "REQ_005")
     assert (await client.delete(f"/v1/watchlist/{entry['id']}", headers=headers)).status_code == 204
     assert (await client.get("/v1/watchlist", headers=headers)).json()["data"] == []
+
+
+async def test_a_result_scored_by_older_rules_is_not_served_from_the_cache(scanner, scan_app, anvil):
+    client, tenant = scanner
+    account = anvil.new_account(10**18)
+    first = (await client.post(SCAN, json={"address": account.address}, headers=tenant.auth("secret_live"))).json()
+    store = SqliteScanStore(scan_app.ctx.db, scan_app.ctx.writer)
+    stored = store.latest_result(tenant.account_id, Environment.LIVE, "ethereum", account.address)
+    assert stored is not None
+    await store.save_results([dataclasses.replace(stored, scoring_version="2000.1.1")])
+    again = (await client.post(SCAN, json={"address": account.address}, headers=tenant.auth("secret_live"))).json()
+    assert again["data"]["cached"] is False and again["data"]["scoringVersion"] == first["data"]["scoringVersion"]

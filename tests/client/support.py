@@ -19,7 +19,13 @@ def start_server(data_dir, anvil: Anvil, **env: str) -> ServerProcess:
     """A real server on 127.0.0.1 with generous rate limits (unless ``env`` says
     otherwise) and ``ethereum`` test-environment scans against anvil."""
     return ServerProcess(
-        data_dir, env={"QDAY_RATE_LIMIT_MULTIPLIER": "1000", "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url, **env}
+        data_dir,
+        env={
+            "QDAY_RATE_LIMIT_MULTIPLIER": "1000",
+            "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url,
+            "QDAY_FAMILY_CHAINS": "ethereum",
+            **env,
+        },
     )
 
 

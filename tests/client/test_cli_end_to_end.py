@@ -179,3 +179,19 @@ def test_scan_one_address_and_a_file(cli, tmp_path, anvil):
     report = json.loads((tmp_path / "out.json").read_text())
     assert [(r["line"], r["status"], r["errorCode"]) for r in report] == [(2, "ok", None), (5, "error", "SCAN_001")]
     assert "2/2 scanned, 1 failed" in done.stderr
+
+
+def test_scan_key_finds_the_account_that_signed(cli, anvil):
+    cli.run("account", "register", "--email", "scan-key-cli@example.com")
+    cli.run("keys", "create", "--email", "scan-key-cli@example.com", "--save")
+    signer = anvil.new_account(10**18)
+    anvil.send(signer, {"to": signer.address, "value": 1, "gas": 21000, "gasPrice": 10**10})
+    public_key = "04" + signer._key_obj.public_key.to_bytes().hex()
+    found = cli.json("scan-key", public_key, "--chain", "ethereum")
+    assert found["publicKeyExposed"] is True and found["keyType"] == "secp256k1"
+    assert found["exposureEvidence"][0]["kind"] == "nonce"
+    (evm,) = found["addresses"]
+    assert (evm["chain"], evm["form"], evm["address"], evm["active"]) == ("ethereum", "evm", signer.address, True)
+    human = cli.run("scan-key", public_key, "--chain", "ethereum")[0]
+    assert re.search(r"^publicKeyExposed\s+yes$", human, re.M) and signer.address in human
+    assert "PQC_002" in cli.run("scan-key", "02" + "00" * 32, expect=1)[1]

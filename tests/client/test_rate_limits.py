@@ -27,7 +27,9 @@ FREE_SCANS_PER_MINUTE = limit_for(RateGroup.SCAN, Plan.FREE, 10, 1.0)
 @pytest.fixture
 async def limited_app(anvil, tmp_path):
     clock = ManualClock()
-    settings = load_settings({"QDAY_TEST_ETHEREUM_RPC_URL": anvil.url}, data_dir=tmp_path)
+    settings = load_settings(
+        {"QDAY_TEST_ETHEREUM_RPC_URL": anvil.url, "QDAY_FAMILY_CHAINS": "ethereum"}, data_dir=tmp_path
+    )
     async with running_app(settings, clock) as app:
         async with client_for(app) as setup:
             tenant = await make_tenant(setup, ("secret_test",))

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from chains.codecs.detect import parse_address
 from chains.environment import Environment
-from chains.observation import AccountType, Exposure, Observation
+from chains.observation import AccountType, Exposure, ExposureEvidence, Observation
+from chains.registry import CHAINS, Chain
 from core.ids import new_id
 from pipelines.resources import (
     AnalyticsResource,
@@ -138,7 +139,7 @@ def evm_observation(
         account_type=AccountType.EOA,
         balance=balance,
         decimals=18,
-        symbol="ETH" if chain == "ethereum" else "POL",
+        symbol=CHAINS[Chain(chain)].symbol,
         tx_count=nonce,
         outbound_tx_count=nonce,
         exposure=Exposure.EXPOSED_AT_REST if nonce else Exposure.EXPOSED_ON_SPEND,
@@ -154,3 +155,64 @@ def evm_observation(
 
 def evm_address(n: int) -> str:
     return str(parse_address("0x" + f"{n:040x}", "ethereum"))
+
+
+def btc_observation(
+    address: str,
+    balance: int,
+    spent: int = 0,
+    evidence: tuple[ExposureEvidence, ...] = (),
+    environment: Environment = Environment.LIVE,
+    observed_at: datetime | None = None,
+) -> tuple[Environment, Observation]:
+    """A recorded Bitcoin observation (what ``EsploraClient`` reports for a key-hash
+    address): exposed at rest once ``spent`` spends revealed the key, with the client's
+    ``evidence``."""
+    typed = parse_address(address, "bitcoin", environment.network)
+    funded = 1 if balance or spent else 0
+    return environment, Observation(
+        chain="bitcoin",
+        address=str(typed),
+        address_type=typed.address_type,
+        account_type=AccountType.UTXO_SCRIPT,
+        balance=balance,
+        decimals=8,
+        symbol="BTC",
+        tx_count=funded + spent,
+        outbound_tx_count=spent,
+        exposure=Exposure.EXPOSED_AT_REST if spent else Exposure.EXPOSED_ON_SPEND,
+        public_key=None,
+        address_reuse_count=0,
+        first_activity=None,
+        last_activity=None,
+        source="esplora",
+        height=900_000,
+        observed_at=observed_at or datetime.now(UTC) - timedelta(seconds=5),
+        evidence=evidence,
+    )
+
+
+def cosmos_observation(
+    address: str, balance: int = 0, environment: Environment = Environment.LIVE, observed_at: datetime | None = None
+) -> tuple[Environment, Observation]:
+    """A recorded Cosmos account that never signed (no key stored on chain)."""
+    typed = parse_address(address, "cosmos", environment.network)
+    return environment, Observation(
+        chain="cosmos",
+        address=str(typed),
+        address_type="secp256k1",
+        account_type=AccountType.EOA,
+        balance=balance,
+        decimals=6,
+        symbol="ATOM",
+        tx_count=1 if balance else 0,
+        outbound_tx_count=0,
+        exposure=Exposure.EXPOSED_ON_SPEND,
+        public_key=None,
+        address_reuse_count=0,
+        first_activity=None,
+        last_activity=None,
+        source="cosmos-lcd",
+        height=20_000_000,
+        observed_at=observed_at or datetime.now(UTC) - timedelta(seconds=5),
+    )

@@ -15,18 +15,24 @@ import pytest
 from dagster import AssetKey, Failure, materialize
 from eth_account import Account
 
+from chains.codecs.detect import parse_address
 from chains.environment import Environment
+from chains.evidence import Coverage
+from chains.keys import siblings
 from pipelines import assets as pipeline_assets
 from pipelines.assets import RESCORING_ASSETS, chain_day, risk_checks, risk_file_checks
+from pipelines.families import KECCAK_CHAINS
 from pipelines.rescore import observation_from_row, scorer_row_types
 from pipelines.resources import EndpointChainDataResource, OraclePriceResource
 from scoring import PriceQuote, load_readiness, score_observation
+from services.observer import limits_of
 from storage.scan_records import scan_record
 from tests.anvil import Anvil, assemble, free_port
 from tests.chain_clients.test_prices import deploy_feed, feed_address
 from tests.pipelines.support import DataDir, ThreadedLoopback, evm_address, partition
 
 BTC_ADDRESS = "bc1qrw8us6s8x05ks479fyevq03qr243m703jmvdex"
+BTC_SIBLINGS = [str(a) for a in siblings(parse_address(BTC_ADDRESS, "bitcoin")) if a.chain.value == "bitcoin"]
 ETH_USD = 3_123_45000000  # 8 decimals: $3,123.45
 FEED = feed_address(0xFEED01)
 RUN = [*RESCORING_ASSETS, *risk_checks]
@@ -85,27 +91,13 @@ def world(data_dir: DataDir, tmp_path: Path, anvil: Anvil, esplora: ThreadedLoop
     data_dir.watch(a, "bitcoin", BTC_ADDRESS)
     data_dir.watch(a, "polygon", chain_state["signed"])
     esplora.server.route("GET", "/blocks/tip/height", 900_000)
-    esplora.server.route(
-        "GET",
-        f"/address/{BTC_ADDRESS}",
-        {
-            "chain_stats": {
-                "funded_txo_count": 1,
-                "funded_txo_sum": 50_000_000,
-                "spent_txo_count": 0,
-                "spent_txo_sum": 0,
-                "tx_count": 1,
-            },
-            "mempool_stats": {
-                "funded_txo_count": 0,
-                "funded_txo_sum": 0,
-                "spent_txo_count": 0,
-                "spent_txo_sum": 0,
-                "tx_count": 0,
-            },
-        },
-    )
+    unused = {"funded_txo_count": 0, "funded_txo_sum": 0, "spent_txo_count": 0, "spent_txo_sum": 0, "tx_count": 0}
+    funded = {**unused, "funded_txo_count": 1, "funded_txo_sum": 50_000_000, "tx_count": 1}
+    esplora.server.route("GET", f"/address/{BTC_ADDRESS}", {"chain_stats": funded, "mempool_stats": unused})
     esplora.server.route("GET", f"/address/{BTC_ADDRESS}/txs", [])
+    for sibling in BTC_SIBLINGS:  # the P2PKH and P2SH-P2WPKH of its key hash, observed for its family
+        esplora.server.route("GET", f"/address/{sibling}", {"chain_stats": unused, "mempool_stats": unused})
+        esplora.server.route("GET", f"/address/{sibling}/txs", [])
     config = str(endpoints_config(tmp_path / "qday.toml", anvil, esplora, free_port()))
     resources = data_dir.resources(
         chain_data=EndpointChainDataResource(config_file=config, batch_size=2, concurrency=2, outage_retries=0),
@@ -144,10 +136,13 @@ def test_a_partition_lands_its_tables_and_publishes_what_the_scan_endpoint_would
     }  # the empty address is SCAN_003
     assert {r[7] for r in published} == {"pipeline"}
 
-    # The stored JSON is exactly what the scan endpoint builds for that observation and price.
+    # The stored JSON is exactly what the scan endpoint builds for that observation and
+    # price: only ethereum of the key families was observed, the rest is unavailable.
     readiness = load_readiness()
+    unavailable = tuple(c.value for c in KECCAK_CHAINS if c.value != "ethereum")
     for row in scorer_row_types(risk.filter(pl.col("has_activity"))).iter_rows(named=True):
         observation = observation_from_row(row)
+        assert row["exposure"] == row["observed_exposure"] and row["coverage_unavailable"] == list(unavailable)
         price = PriceQuote(Decimal(str(row["price_usd"])), row["price_as_of"])
         expected = scan_record(
             observation,
@@ -156,6 +151,7 @@ def test_a_partition_lands_its_tables_and_publishes_what_the_scan_endpoint_would
             Environment(row["environment"]),
             row["scanned_at"],
             "pipeline",
+            Coverage(("ethereum",), unavailable, limits_of(observation)),
         )
         stored = next(r for r in published if (r[0], r[1], r[3]) == (a, row["environment"], row["address"]))
         assert json.loads(stored[4]) == json.loads(expected.result)
@@ -193,7 +189,10 @@ def test_a_chain_that_is_down_fails_its_partition_only(world: dict, today: date)
     assert bitcoin.success
     (row,) = pl.read_parquet(world["dir"].analytics.daily_file("address_risk", today, "bitcoin")).iter_rows(named=True)
     assert (row["address"], row["balance"], row["source"]) == (BTC_ADDRESS, Decimal(50_000_000), "esplora")
+    assert (row["coverage_checked"], row["coverage_unavailable"]) == (["bitcoin"], ["cosmos"])  # cosmos not run
     assert [r[2] for r in world["dir"].results()] == ["bitcoin"]
+    members = pl.read_parquet(world["dir"].analytics.daily_file("key_exposure", today, "bitcoin"))
+    assert sorted(members["address"]) == sorted([BTC_ADDRESS, *BTC_SIBLINGS]) and members["kind"].is_null().all()
 
 
 def test_a_failing_blocking_check_stops_publishing(snapshot_world, monkeypatch, today: date) -> None:
@@ -206,7 +205,12 @@ def test_a_failing_blocking_check_stops_publishing(snapshot_world, monkeypatch, 
     monkeypatch.setattr(pipeline_assets, "risk_rows", broken)
     result = materialize(RUN, partition_key=partition("ethereum", today), resources=resources, raise_on_error=False)
     checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
-    assert checks == {"no_null_scores": False, "weights_sum_to_one": True, "row_counts_match": True}
+    assert checks == {
+        "no_null_scores": False,
+        "weights_sum_to_one": True,
+        "row_counts_match": True,
+        "family_links_hold": True,
+    }
     materialized = {m.asset_key for m in result.get_asset_materialization_events()}
     assert AssetKey("published_scan_results") not in materialized and data_dir.results() == []
 
@@ -224,6 +228,20 @@ def test_checks_catch_tampered_files(snapshot_world, today: date) -> None:
     store.write_frame("address_risk", path, good.with_columns(pl.col("risk_value") + 1))
     checks = risk_file_checks(store, "ethereum", today)
     assert not checks["weights_sum_to_one"][0] and checks["no_null_scores"][0]
+    raised = pl.col("exposure_evidence").list.len() == 0  # a raise with nothing to show for it
+    store.write_frame(
+        "address_risk",
+        path,
+        good.with_columns(
+            exposure=pl.when(raised).then(pl.lit("EXPOSED_AT_REST")).otherwise(pl.col("exposure")),
+            observed_exposure=pl.when(raised).then(pl.lit("EXPOSED_ON_SPEND")).otherwise(pl.col("observed_exposure")),
+        ),
+    )
+    passed, found = risk_file_checks(store, "ethereum", today)["family_links_hold"]
+    assert not passed and found["raised_without_evidence"] > 0 and found["complete_with_gaps"] == 0
+    store.write_frame("address_risk", path, good.with_columns(exposure_complete=pl.lit(True)))
+    passed, found = risk_file_checks(store, "ethereum", today)["family_links_hold"]
+    assert not passed and found == {"raised_without_evidence": 0, "complete_with_gaps": 10}
 
 
 def test_partition_keys_name_chain_and_day() -> None:
@@ -278,7 +296,7 @@ def test_a_past_partition_is_rescored_from_its_snapshot_never_from_todays_state(
     assert not store.daily_file("address_observations", past, "ethereum").exists()
 
     snapshots = {}
-    for table in ("watchlist", "address_observations", "native_prices"):
+    for table in ("watchlist", "family_targets", "address_observations", "key_exposure", "native_prices"):
         target = store.daily_file(table, past, "ethereum")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(store.daily_file(table, today, "ethereum").read_bytes())

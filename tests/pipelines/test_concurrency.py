@@ -70,7 +70,7 @@ def test_api_pipeline_and_analyst_together(snapshot_world) -> None:
     )
 
     conn = data_dir.connect()
-    watched = {row[0] for row in conn.execute("SELECT id FROM watchlist WHERE chain = 'base'")}
+    watched = {row[0] for row in conn.execute("SELECT id FROM watchlist WHERE chain = 'solana'")}
     api_results = {row[0] for row in conn.execute("SELECT address FROM scan_results WHERE source = 'api'")}
     pipeline_results = conn.execute("SELECT count(*) FROM scan_results WHERE source = 'pipeline'").fetchone()[0]
     conn.close()

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import polars as pl
 import yaml
-from dagster import DagsterInstance, Definitions, build_schedule_context, materialize
+from dagster import AssetKey, DagsterInstance, Definitions, build_schedule_context, materialize
 
-from chains.registry import CHAINS
+from chains.registry import CHAINS, Chain
 from cli.supervisor import REPO_DAGSTER_HOME, prepare_dagster_home
-from pipelines.assets import all_chains_graded, chain_readiness
+from pipelines.assets import CHAIN_DAY, all_chains_graded, chain_readiness
 from pipelines.definitions import build_definitions
+from pipelines.families import family_group
 from services.settings import load_settings
 from tests.pipelines.support import DataDir
 
@@ -24,16 +25,52 @@ def test_definitions_load(tmp_path: Path, monkeypatch) -> None:
     defs = module.defs() if callable(module.defs) else module.defs
     Definitions.validate_loadable(defs)
     repo = defs.get_repository_def()
-    assert {job.name for job in repo.get_all_jobs()} >= {"rescore_watched", "chain_readiness_job", "score_new_watched"}
+    assert {job.name for job in repo.get_all_jobs()} >= {
+        "observe_watched",
+        "score_watched",
+        "rescore_watched",
+        "chain_readiness_job",
+        "score_new_watched",
+    }
     assert repo.get_sensor_def("new_watched_sensor").minimum_interval_seconds == 30
+    assert repo.get_sensor_def("observed_families_sensor").minimum_interval_seconds == 30
     analytics = defs.resources["analytics"]
     assert Path(analytics.root) == tmp_path.resolve() / "analytics"
+    assert defs.resources["chain_data"].family_chains == [c.value for c in CHAINS]  # the settings' default: all
 
 
-def test_the_rescoring_schedule_runs_every_chain_daily() -> None:
+def test_the_phases_split_the_rescoring_assets() -> None:
+    repo = build_definitions(load_settings(env={})).get_repository_def()
+
+    def assets_of(job: str) -> set[str]:
+        graph = repo.get_job(job).asset_layer.asset_graph
+        return {key.to_user_string() for key in graph.executable_asset_keys}
+
+    observe, score = assets_of("observe_watched"), assets_of("score_watched")
+    assert observe == {"watched_addresses", "family_targets", "chain_observations", "key_exposure", "native_prices"}
+    assert score == {"address_risk", "published_scan_results"}
+    assert assets_of("rescore_watched") == observe | score
+    checks = {key.name for key in repo.get_job("score_watched").asset_layer.asset_graph.asset_check_keys}
+    assert checks == {"no_null_scores", "weights_sum_to_one", "row_counts_match", "family_links_hold"}
+
+
+def test_a_chains_score_depends_on_its_family_groups_observations_of_the_day() -> None:
+    graph = build_definitions(load_settings(env={})).resolve_asset_graph()
+    risk = AssetKey("address_risk")
+    mapping = graph.get(risk).partition_mappings[AssetKey("key_exposure")]
+    for chain, expected in (("ethereum", 16), ("bitcoin", 2), ("solana", 1)):
+        downstream = CHAIN_DAY.subset_with_partition_keys([f"{chain}|2026-11-22"])
+        upstream = mapping.get_upstream_mapped_partitions_result_for_partitions(downstream, CHAIN_DAY, CHAIN_DAY)
+        keys = sorted(upstream.partitions_subset.get_partition_keys())
+        assert len(keys) == expected and all(k.endswith("|2026-11-22") for k in keys), chain
+        assert {k.split("|")[0] for k in keys} == {c.value for c in family_group(Chain(chain))}
+
+
+def test_the_observe_schedule_runs_every_chain_daily() -> None:
     defs = build_definitions(load_settings(env={}))
     repo = defs.get_repository_def()
-    schedule = repo.get_schedule_def("rescore_daily")
+    schedule = repo.get_schedule_def("observe_daily")
+    assert schedule.job_name == "observe_watched"
     assert schedule.cron_schedule == "0 2 * * *" and schedule.execution_timezone in (None, "UTC")
     with DagsterInstance.ephemeral() as instance:
         context = build_schedule_context(
@@ -64,4 +101,4 @@ def test_chain_readiness_snapshot(data_dir: DataDir, today: date) -> None:
     assert frame["chain"].n_unique() == 19
     con = data_dir.analytics.connect()
     grades = dict(con.execute("SELECT DISTINCT chain, grade FROM chain_readiness_latest").fetchall())
-    assert grades["bitcoin"] == "C" and grades["solana"] == "D" and len(grades) == 19
+    assert grades["bitcoin"] == "D" and grades["solana"] == "D" and len(grades) == 19

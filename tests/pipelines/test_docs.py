@@ -9,6 +9,7 @@ from pathlib import Path
 from dagster import materialize
 
 from pipelines.assets import RESCORING_ASSETS, chain_readiness, risk_checks
+from pipelines.families import KECCAK_CHAINS
 from pipelines.resources import SnapshotChainDataResource
 from pipelines.sources import write_snapshot
 from tests.pipelines.support import DataDir, evm_address, evm_observation
@@ -30,10 +31,10 @@ def test_schema_tables_match_the_views(data_dir: DataDir) -> None:
     def described(view: str) -> list[tuple[str, str]]:
         return [(row[0], row[1]) for row in con.execute(f"DESCRIBE {view}").fetchall()]
 
-    for view in ("watchlist", "address_observations", "native_prices", "chain_readiness"):
+    for view in ("watchlist", "address_observations", "native_prices", "key_exposure", "chain_readiness"):
         assert schema_block(text, view) == described(view), view
     observations = schema_block(text, "address_observations")
-    shared = observations[: [c for c, _ in observations].index("has_activity") + 1]
+    shared = observations[: [c for c, _ in observations].index("family") + 1]
     assert shared + schema_block(text, "address_risk:scores") == described("address_risk")
 
 
@@ -52,11 +53,14 @@ def test_example_queries_run_on_two_days_of_data(data_dir: DataDir, tmp_path: Pa
         assert materialize([chain_readiness], partition_key=day.isoformat(), resources=resources).success
     con = data_dir.analytics.connect()
     queries = re.findall(r"<!-- check:query -->\n```sql\n(.*?)```", DOC.read_text(encoding="utf-8"), re.S)
-    assert len(queries) == 5
+    assert len(queries) == 7
     results = [con.execute(query).fetchall() for query in queries]
-    riskiest, trend, changed, by_grade, grade_changes = results
+    riskiest, trend, changed, by_grade, revealed, incomplete, grade_changes = results
     assert riskiest and {row[0] for row in riskiest} == {"ethereum"}
     assert [row[0] for row in trend] == [yesterday, today] and all(row[2] == 10 for row in trend)
     assert changed and all(row[5] != row[7] for row in changed)
     assert by_grade == [("C", "ethereum", 10, by_grade[0][3])]
+    signed = [a for n, a in enumerate(addresses, 1) if n % 3]  # a nonce: revealed on ethereum itself
+    assert sorted(row[3] for row in revealed) == sorted(signed) and {row[8] for row in revealed} == {"nonce"}
+    assert incomplete and {row[0] for row in incomplete} <= {c.value for c in KECCAK_CHAINS}  # ethereum alone ran
     assert grade_changes == []

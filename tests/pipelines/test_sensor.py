@@ -10,12 +10,16 @@ import pytest
 from dagster import DagsterInstance, build_sensor_context, materialize
 
 from chains.environment import Environment
+from chains.registry import Chain
 from pipelines import automation
 from pipelines.assets import RESCORING_ASSETS, newly_watched_scores, risk_checks
 from pipelines.automation import OVERLAP, WatchCursor, new_watched_sensor
+from pipelines.families import KECCAK_CHAINS
 from pipelines.resources import SnapshotChainDataResource
 from pipelines.sources import write_snapshot
 from tests.pipelines.support import DataDir, evm_address, evm_observation, partition
+
+SOLANA_ADDRESS = "4Nd1mBQtrMJVYVfKf2PJy9NZUZdTAsp7D4xWLs4gDB4T"
 
 
 @pytest.fixture
@@ -70,18 +74,20 @@ def test_a_late_commit_inside_the_overlap_is_not_missed(data_dir: DataDir, insta
     assert requested_ids(following) == [[late.id]] and first.id in result.cursor
 
 
-def test_a_burst_asks_for_the_chain_partitions_instead(data_dir: DataDir, instance, monkeypatch) -> None:
+def test_a_burst_asks_for_the_observe_runs_of_the_chains_families(data_dir: DataDir, instance, monkeypatch) -> None:
     monkeypatch.setattr(automation, "BURST", 3)
     account = data_dir.account("a@example.com")
     for n in range(4):
         data_dir.watch(account, "ethereum", evm_address(n + 1))
     data_dir.watch(account, "base", evm_address(9))
+    data_dir.watch(account, "solana", SOLANA_ADDRESS)
     result = tick(data_dir, instance, None)
     today = data_dir.today.isoformat()  # the date of the sensor's clock
-    assert sorted((r.job_name, r.partition_key) for r in result.run_requests) == [
-        ("rescore_watched", f"base|{today}"),
-        ("rescore_watched", f"ethereum|{today}"),
-    ]
+    # the new addresses' siblings are observed on every chain of their key family
+    expected = [*KECCAK_CHAINS, Chain.SOLANA]
+    assert sorted((r.job_name, r.partition_key) for r in result.run_requests) == sorted(
+        ("observe_watched", f"{c.value}|{today}") for c in expected
+    )
 
 
 def test_a_sensor_run_serves_new_addresses_and_the_daily_run_supersedes_it(

@@ -10,13 +10,14 @@ import polars as pl
 import pytest
 from dagster import materialize
 
+from chains.codecs.detect import parse_address
 from chains.environment import Environment
 from chains.registry import Chain
 from pipelines.assets import RESCORING_ASSETS, risk_checks
-from pipelines.rescore import DAILY, Batch, export_watchlist, risk_problems
+from pipelines.rescore import DAILY, FAMILY_TARGET_ORDER, Batch, export_family_targets, export_watchlist, risk_problems
 from pipelines.resources import FixedClockResource, OperationalStoreResource
 from scoring import load_readiness, observations_to_frame, score_frame
-from storage.analytics import BALANCE, TABLES, UTC_TS
+from storage.analytics import BALANCE, EVIDENCE_DTYPE, TABLES, UTC_TS
 from storage.models import WatchedAddress
 from storage.scans_sqlite import WATCH_EXPORT_COLUMNS, SqliteScanStore, open_scan_store
 from tests.pipelines.support import DataDir, evm_address, evm_observation, partition
@@ -96,6 +97,36 @@ def test_exporting_through_the_store_writes_the_old_frame(data_dir: DataDir) -> 
     assert set(frame["exported_at"].to_list()) == {data_dir.now}
 
 
+def test_family_targets_are_the_siblings_of_addresses_watched_on_the_family_chains(data_dir: DataDir) -> None:
+    _watch_many(data_dir)
+    store = data_dir.analytics
+    batch = Batch(data_dir.today, DAILY, "run-1")
+    found = {}
+    for chain in (Chain.ETHEREUM, Chain.BASE, Chain.TRON, Chain.BITCOIN):
+        target = store.daily_file("family_targets", data_dir.today, chain.value)
+        with (
+            open_scan_store(data_dir.db, writer=False) as scans,
+            store.writer("family_targets", target, sort_by=FAMILY_TARGET_ORDER) as writer,
+        ):
+            read, invalid = export_family_targets(scans, chain, writer, batch, chunk=2)
+        assert invalid == 0 and read == {"ethereum": 1, "base": 5, "tron": 6, "bitcoin": 0}[chain.value]
+        found[chain] = pl.read_parquet(target)
+    # the ethereum watch list's own addresses are no targets there; base's one is
+    assert found[Chain.ETHEREUM].select("environment", "address").rows() == [("live", evm_address(4))]
+    assert found[Chain.BASE].select("environment", "address").rows() == [
+        *sorted(("live", evm_address(n)) for n in (1, 3, 5, 9)),
+        ("test", evm_address(2)),
+    ]
+    tron = found[Chain.TRON]
+    assert tron.height == 6 and set(tron["chain"]) == {"tron"} and all(a.startswith("T") for a in tron["address"])
+    assert tron["family"].to_list() == [
+        f"keccak:{parse_address(a, 'tron', Environment(e).network).payload.hex()}"
+        for e, a in tron.select("environment", "address").rows()
+    ]
+    assert tron.select("environment", "address").rows() == sorted(tron.select("environment", "address").rows())
+    assert found[Chain.BITCOIN].height == 0
+
+
 def test_the_operational_store_resource_owns_its_connection_and_writer(data_dir: DataDir) -> None:
     resource = OperationalStoreResource(database=str(data_dir.db))
     with resource.open(writer=False) as op:
@@ -111,7 +142,7 @@ def test_the_operational_store_resource_owns_its_connection_and_writer(data_dir:
 def test_analytics_tables_store_the_scorer_columns_as_declared() -> None:
     """``storage.analytics`` derives these from ``scoring``'s schemas: the stored types are pinned here."""
     risk = TABLES["address_risk"].schema
-    assert list(risk.items())[:20] == [
+    assert list(risk.items())[:21] == [
         ("environment", pl.String()),
         ("chain", pl.String()),
         ("address", pl.String()),
@@ -132,10 +163,16 @@ def test_analytics_tables_store_the_scorer_columns_as_declared() -> None:
         ("height", pl.Int64()),
         ("observed_at", UTC_TS),
         ("has_activity", pl.Boolean()),
+        ("family", pl.String()),
     ]
     scores = [f"{f}_score" for f in ("public_key_exposure", "balance_at_risk", "transaction_frequency")]
     scores += ["address_type_score", "address_reuse_score"]
-    assert list(risk.items())[20:] == [
+    assert list(risk.items())[21:] == [
+        ("observed_exposure", pl.String()),
+        ("exposure_evidence", pl.List(EVIDENCE_DTYPE)),
+        ("coverage_checked", pl.List(pl.String())),
+        ("coverage_unavailable", pl.List(pl.String())),
+        ("exposure_complete", pl.Boolean()),
         ("price_usd", pl.Float64()),
         ("price_as_of", UTC_TS),
         ("public_key_basis", pl.String()),
@@ -151,7 +188,7 @@ def test_analytics_tables_store_the_scorer_columns_as_declared() -> None:
         ("batch", pl.String()),
         ("run_id", pl.String()),
     ]
-    assert TABLES["address_observations"].schema.names() == [*risk.names()[:20], "scan_date", "batch", "run_id"]
+    assert TABLES["address_observations"].schema.names() == [*risk.names()[:21], "scan_date", "batch", "run_id"]
 
 
 def test_the_risk_check_uses_the_scorers_weighted_sum() -> None:

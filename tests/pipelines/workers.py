@@ -15,11 +15,12 @@ from typing import Any
 
 def api_like(db: str, account_id: str, addresses: list[str], stop: Any, reports: Any, deadline: float) -> None:
     """What API workers do: point reads of results and watch lists, new watch entries and
-    scan results written on another chain."""
+    scan results written on another chain (Solana)."""
     import asyncio
 
-    from chains.codecs.detect import parse_address
+    from chains.codecs.solana import SolanaAddress
     from chains.environment import Environment
+    from chains.registry import Chain, Network
     from core.ids import new_id
     from storage.group_commit import GroupCommitWriter
     from storage.models import ScanResult, WatchedAddress
@@ -40,17 +41,21 @@ def api_like(db: str, account_id: str, addresses: list[str], stop: Any, reports:
                     store.latest_result(account_id, Environment.LIVE, "ethereum", address)
                     report["reads"] += 1
                 store.watchlist(account_id, Environment.LIVE)
-                address = str(parse_address("0x" + f"{0xB000000 + n:040x}", "base"))
+                # Solana: no key family shared with the pipeline's Ethereum partition, whose
+                # observe run would otherwise look these addresses' siblings up
+                address = str(SolanaAddress((0xB000000 + n).to_bytes(32, "big"), Chain.SOLANA, Network.MAINNET))
                 entry = asyncio.run(
                     store.watch(
                         WatchedAddress(
-                            new_id("wat"), account_id, Environment.LIVE, "base", address, None, datetime.now(UTC)
+                            new_id("wat"), account_id, Environment.LIVE, "solana", address, None, datetime.now(UTC)
                         )
                     )
                 )
                 report["watched"].append(entry.id)
                 now = datetime.now(UTC)
-                result = ScanResult(account_id, Environment.LIVE, "base", address, "{}", 10, "W1", "v", now, now, "api")
+                result = ScanResult(
+                    account_id, Environment.LIVE, "solana", address, "{}", 10, "W1", "v", now, now, "api"
+                )
                 asyncio.run(store.save_results([result]))
                 report["saved"].append(address)
             except Exception:  # noqa: BLE001 - reported to the test

@@ -61,6 +61,8 @@ async def scanning_app(
     test secret key."""
     config_file = data_dir / "qday.toml"
     config_file.write_text(config)
+    # no family fan-out: each test counts the requests reaching one chain's endpoint
+    env = {"QDAY_FAMILY_CHAINS": "none", **env}
     settings = load_settings(env, config_file, data_dir=data_dir, custody_backend="disabled", rate_limit_multiplier=100)
     async with running_app(settings, ManualClock()) as app, client_for(app) as client:
         yield client, await make_tenant(client, ("secret_test",))

@@ -69,12 +69,27 @@ EXAMPLES: dict[str, tuple[str, dict[str, Any], float | None]] = {
         ),
         90_000.0,
     ),
+    "btc-p2tr-empty": ("bitcoin", dict(address_type="p2tr", tx_count=1, exposure=Exposure.EXPOSED_AT_REST), 90_000.0),
+    "btc-p2wpkh-whale-fresh": ("bitcoin", dict(address_type="p2wpkh", balance=112 * BTC, tx_count=1), 90_000.0),
     "btc-undetermined": (
         "bitcoin",
         dict(address_type="witness_v2_len16", balance=BTC // 100, tx_count=1, exposure=Exposure.UNDETERMINED),
         90_000.0,
     ),
     "sol-wallet-receive-only": ("solana", dict(balance=10 * SOL, tx_count=1, exposure=Exposure.EXPOSED_AT_REST), 150.0),
+    "sol-token-account": (
+        "solana",
+        dict(
+            address_type="token_account",
+            balance=2_039_280,
+            tx_count=2,
+            outbound_tx_count=1,
+            exposure=Exposure.EXPOSED_AT_REST,
+            public_key=bytes(range(32)),
+            address_reuse_count=1,
+        ),
+        150.0,
+    ),
     "sol-pda": (
         "solana",
         dict(

@@ -1,9 +1,9 @@
 """Golden cases per chain type: every factor score, the risk value and band, by hand.
 
 Expected numbers were worked out by hand from docs/scoring.md, not copied from the code:
-balance = round(100·log10(1+usd)/log10(1+10^7)), frequency = round(25·log10(1+tx)),
-reuse = round(100·log10(1+n)/log10(101)), risk = (35·pk + 25·bal + 15·freq + 15·type +
-10·reuse + 50) // 100.
+balance = round(100·log10(1+usd)/log10(1+10^6)), frequency = round(25·log10(1+tx)),
+reuse = round(100·log10(1+n)/log10(101)), public_key_exposure and address_type at most 50
+when the balance is 0, risk = (35·pk + 25·bal + 15·freq + 15·type + 10·reuse + 50) // 100.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ SOL = 10**9
 # id: (chain, observation overrides, expected (pk, balance, frequency, type, reuse), value, band, exposed)
 GOLDEN: dict[str, tuple[str, dict[str, Any], tuple[int, int, int, int, int], int, str, bool]] = {
     # $3,000; 1 tx; never signed: the key is still behind its hash.
-    "evm_eoa_unexposed": ("ethereum", dict(balance=ETH, tx_count=1), (0, 50, 8, 60, 0), 23, "W1", False),
+    "evm_eoa_unexposed": ("ethereum", dict(balance=ETH, tx_count=1), (0, 58, 8, 60, 0), 25, "W1", False),
     # $4,500; nonce 14: the key is recoverable from any of its signatures.
     "evm_eoa_exposed": (
         "ethereum",
@@ -34,8 +34,8 @@ GOLDEN: dict[str, tuple[str, dict[str, Any], tuple[int, int, int, int, int], int
             exposure=Exposure.EXPOSED_AT_REST,
             address_reuse_count=29,
         ),
-        (100, 52, 37, 60, 74),
-        70,
+        (100, 61, 37, 60, 74),
+        72,
         "W3",
         True,
     ),
@@ -49,8 +49,8 @@ GOLDEN: dict[str, tuple[str, dict[str, Any], tuple[int, int, int, int, int], int
             tx_count=5_000,
             exposure=Exposure.UNDETERMINED,
         ),
-        (50, 93, 92, 30, 0),
-        59,
+        (50, 100, 92, 30, 0),
+        61,
         "W3",
         False,
     ),
@@ -58,8 +58,8 @@ GOLDEN: dict[str, tuple[str, dict[str, Any], tuple[int, int, int, int, int], int
     "btc_p2pkh_unspent": (
         "bitcoin",
         dict(address_type="p2pkh", balance=BTC // 2, tx_count=2, address_reuse_count=1),
-        (0, 66, 12, 40, 15),
-        26,
+        (0, 78, 12, 40, 15),
+        29,
         "W2",
         False,
     ),
@@ -74,8 +74,8 @@ GOLDEN: dict[str, tuple[str, dict[str, Any], tuple[int, int, int, int, int], int
             exposure=Exposure.EXPOSED_AT_REST,
             address_reuse_count=11,
         ),
-        (100, 75, 28, 40, 54),
-        69,
+        (100, 88, 28, 40, 54),
+        73,
         "W3",
         True,
     ),
@@ -83,26 +83,45 @@ GOLDEN: dict[str, tuple[str, dict[str, Any], tuple[int, int, int, int, int], int
     "btc_p2tr_unspent": (
         "bitcoin",
         dict(address_type="p2tr", balance=BTC // 10, tx_count=1, exposure=Exposure.EXPOSED_AT_REST),
-        (100, 56, 8, 100, 0),
-        65,
+        (100, 66, 8, 100, 0),
+        68,
         "W3",
         True,
     ),
-    # 50 BTC in a dormant P2PK ($4.5M): 75.45 rounds to 75, the top of High.
+    # 50 BTC in a dormant P2PK ($4.5M): the balance is past full scale ($1M), so Critical.
     "btc_p2pk": (
         "bitcoin",
         dict(address_type="p2pk", balance=50 * BTC, tx_count=1, exposure=Exposure.EXPOSED_AT_REST),
-        (100, 95, 8, 100, 0),
-        75,
-        "W3",
+        (100, 100, 8, 100, 0),
+        76,
+        "W4",
         True,
+    ),
+    # An empty Taproot output: the key is on chain, but nothing is held, so the exposure and
+    # format factors count at most 50 (26.2 -> 26, Medium, not High).
+    "btc_p2tr_empty": (
+        "bitcoin",
+        dict(address_type="p2tr", tx_count=1, exposure=Exposure.EXPOSED_AT_REST),
+        (50, 0, 8, 50, 0),
+        26,
+        "W2",
+        True,
+    ),
+    # 112 BTC ($10.08M) in a P2WPKH never spent from: key still hashed, yet it outranks the empty P2TR.
+    "btc_p2wpkh_whale_unspent": (
+        "bitcoin",
+        dict(address_type="p2wpkh", balance=112 * BTC, tx_count=1),
+        (0, 100, 8, 40, 0),
+        32,
+        "W2",
+        False,
     ),
     # Unknown witness version: exposure and address type both fail closed.
     "btc_undetermined": (
         "bitcoin",
         dict(address_type="witness_v2_len16", balance=BTC // 100, tx_count=1, exposure=Exposure.UNDETERMINED),
-        (100, 42, 8, 100, 0),
-        62,
+        (100, 49, 8, 100, 0),
+        63,
         "W3",
         True,
     ),
@@ -110,8 +129,8 @@ GOLDEN: dict[str, tuple[str, dict[str, Any], tuple[int, int, int, int, int], int
     "solana_wallet_receive_only": (
         "solana",
         dict(balance=10 * SOL, tx_count=1, exposure=Exposure.EXPOSED_AT_REST),
-        (40, 45, 8, 100, 0),
-        41,
+        (40, 53, 8, 100, 0),
+        43,
         "W2",
         True,
     ),
@@ -125,9 +144,35 @@ GOLDEN: dict[str, tuple[str, dict[str, Any], tuple[int, int, int, int, int], int
             exposure=Exposure.EXPOSED_AT_REST,
             address_reuse_count=49,
         ),
-        (60, 45, 43, 100, 85),
-        62,
+        (60, 53, 43, 100, 85),
+        64,
         "W3",
+        True,
+    ),
+    # Solana wallet that signed and is now empty: 60 and 100 capped at 50.
+    "solana_wallet_empty_signed": (
+        "solana",
+        dict(tx_count=5, outbound_tx_count=2, exposure=Exposure.EXPOSED_AT_REST, address_reuse_count=4),
+        (50, 0, 19, 50, 35),
+        31,
+        "W2",
+        True,
+    ),
+    # SPL token account (rent only, 0.00203928 SOL ≈ $0.31) whose owner signed one of its 2 transactions.
+    "solana_token_account": (
+        "solana",
+        dict(
+            address_type="token_account",
+            balance=2_039_280,
+            tx_count=2,
+            outbound_tx_count=1,
+            exposure=Exposure.EXPOSED_AT_REST,
+            public_key=bytes(range(32)),
+            address_reuse_count=1,
+        ),
+        (60, 2, 12, 100, 15),
+        40,
+        "W2",
         True,
     ),
     # Program-derived address: off-curve, no private key at all.
@@ -140,9 +185,9 @@ GOLDEN: dict[str, tuple[str, dict[str, Any], tuple[int, int, int, int, int], int
             tx_count=200,
             exposure=Exposure.NOT_EXPOSED,
         ),
-        (50, 74, 58, 30, 0),
-        49,
-        "W2",
+        (50, 86, 58, 30, 0),
+        52,
+        "W3",
         False,
     ),
     # Cosmos account whose pub_key the LCD returned: $500.
@@ -156,19 +201,19 @@ GOLDEN: dict[str, tuple[str, dict[str, Any], tuple[int, int, int, int, int], int
             public_key=b"\x02" + bytes(32),
             address_reuse_count=7,
         ),
-        (100, 39, 24, 60, 45),
-        62,
+        (100, 45, 24, 60, 45),
+        63,
         "W3",
         True,
     ),
     # Tron account with 40 signed txs that the client (wrongly) left EXPOSED_ON_SPEND:
-    # raised to exposed from the record itself. $2,500.
+    # raised to exposed from the record itself. $2,500, busy and reused: Critical.
     "tron_signed_reported_on_spend": (
         "tron",
         dict(balance=10_000_000_000, tx_count=100, outbound_tx_count=40, address_reuse_count=99),
-        (100, 49, 50, 60, 100),
-        74,
-        "W3",
+        (100, 57, 50, 60, 100),
+        76,
+        "W4",
         True,
     ),
 }
@@ -219,6 +264,18 @@ def test_details_say_why(
     tron = details("tron_signed_reported_on_spend")["public_key_exposure"]
     assert "reported EXPOSED_ON_SPEND" in tron and "40 outbound transactions" in tron
     assert "Holds 1.5 ETH ≈ $4,500.00" in details("evm_eoa_exposed")["balance_at_risk"]
+    assert "100 at 1,000,000 USD" in details("evm_eoa_exposed")["balance_at_risk"]
+    token = details("solana_token_account")["public_key_exposure"]
+    assert token.startswith("A token account is controlled by its owner wallet") and "Its owner's key" in token
+    assert (
+        "has also signed at least 1 transaction" in token
+        and "SPL token account" in details("solana_token_account")["address_type"]
+    )
+    empty = details("btc_p2tr_empty")
+    for factor, before in (("public_key_exposure", 100), ("address_type", 100)):
+        assert f"holds nothing today, so this counts 50 instead of {before}" in empty[factor]
+    assert "counts 50 instead of 60" in details("solana_wallet_empty_signed")["public_key_exposure"]
+    assert "holds nothing today" not in details("btc_p2wpkh_whale_unspent")["address_type"]
 
 
 def test_zero_balance_exposed_is_low_value_at_risk(

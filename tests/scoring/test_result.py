@@ -107,7 +107,7 @@ def test_wallet_risk_from_any_row_of_a_batch(
 
 
 def test_frame_schema_starts_with_the_observation_fields() -> None:
-    fields = [f.name for f in dataclasses.fields(Observation)]
+    fields = [f.name for f in dataclasses.fields(Observation) if f.name != "evidence"]  # not a scorer column
     assert OBSERVATION_SCHEMA.names()[: len(fields)] == fields
     assert OBSERVATION_SCHEMA.names()[len(fields) :] == ["price_usd", "price_as_of"]
 

@@ -90,31 +90,26 @@ def test_risk_value_is_the_weighted_sum_rounded_half_up(
 
 
 @pytest.fixture()
-def grid(make_observation: Callable[..., Observation], readiness: ReadinessData) -> pl.DataFrame:
-    """Zero-balance Bitcoin outputs over tx counts, reuse counts and types: every risk value 0..~60."""
+def grid(
+    make_observation: Callable[..., Observation], prices: dict[str, PriceQuote], readiness: ReadinessData
+) -> pl.DataFrame:
+    """Bitcoin outputs over balances, tx counts, reuse counts and types: every risk value 0..~90."""
     rows = [
-        make_observation("bitcoin", address_type=t, tx_count=tx, address_reuse_count=reuse, exposure=exposure)
+        make_observation(
+            "bitcoin", address_type=t, balance=sats, tx_count=tx, address_reuse_count=reuse, exposure=exposure
+        )
         for t in ADDRESS_TYPES
         for exposure in (Exposure.EXPOSED_ON_SPEND, Exposure.EXPOSED_AT_REST)
+        for sats in (0, 10**4, 10**7, 10**9)
         for tx in (0, 1, 2, 4, 9, 20, 50, 120, 400, 1_500, 10_000)
         for reuse in (0, 1, 3, 8, 20, 100)
     ]
-    return score_frame(observations_to_frame(rows), readiness)
+    return score_frame(observations_to_frame(rows, prices), readiness)
 
 
 @pytest.mark.parametrize(("value", "band"), [(25, "W1"), (26, "W2"), (50, "W2"), (51, "W3"), (75, "W3"), (76, "W4")])
-def test_band_boundaries(
-    value: int, band: str, grid: pl.DataFrame, readiness: ReadinessData, make_observation: Callable[..., Observation]
-) -> None:
+def test_band_boundaries(value: int, band: str, grid: pl.DataFrame) -> None:
     candidates = grid.filter(pl.col("risk_value") == value)
-    if value >= 76:  # the zero-balance grid tops out lower; add a rich exposed P2PK
-        rows = [
-            make_observation("bitcoin", address_type="p2pk", exposure=Exposure.EXPOSED_AT_REST,
-                             balance=sats, tx_count=tx, address_reuse_count=5)
-            for sats in (10**9, 10**10, 10**11) for tx in (1, 10, 100)
-        ]  # fmt: skip
-        prices = {"BTC": PriceQuote(90_000.0, rows[0].observed_at)}
-        candidates = score_frame(observations_to_frame(rows, prices), readiness).filter(pl.col("risk_value") == value)
     assert candidates.height > 0, f"no grid row reaches {value}"
     assert candidates["risk_score"].unique().to_list() == [band]
 
