@@ -183,16 +183,44 @@ def keccak_family(address: Address, chains: Sequence[Chain] = EVM_CHAINS) -> lis
     return family
 
 
-def siblings(address: Address) -> list[Address]:
-    """The other addresses of ``address``'s key family, on every chain: the keccak family
-    of an EVM or Tron address, the hash160 family of a P2PKH, P2WPKH or Cosmos address;
-    none for the others (a script hash, a taproot or Solana address has no sibling that
-    can be derived without the key)."""
+KECCAK_CHAINS: tuple[Chain, ...] = (*EVM_CHAINS, Chain.TRON)
+"""The chains of a keccak family, in the order ``keccak_family`` lists them."""
+HASH160_CHAINS: tuple[Chain, ...] = (Chain.BITCOIN, Chain.COSMOS)
+"""The chains of a hash160 family, in the order ``hash160_family`` lists them."""
+
+
+def siblings(address: Address, on: Chain | None = None) -> list[Address]:
+    """The other addresses of ``address``'s key family (on chain ``on`` only, if given): the
+    keccak family of an EVM or Tron address, the hash160 family of a P2PKH, P2WPKH or Cosmos
+    address; none for the others (a script hash, a taproot or Solana address has no sibling
+    that can be derived without the key)."""
     if isinstance(address, EvmAddress | TronAddress):
-        family = keccak_family(address)
+        family = keccak_family(address, EVM_CHAINS if on is None else tuple(c for c in EVM_CHAINS if c is on))
     elif isinstance(address, P2PKHAddress | P2WPKHAddress | CosmosAddress):
         family = hash160_family(address)
     else:
         return []
     own = (address.chain, str(address))
-    return [a for a in family if (a.chain, str(a)) != own]
+    return [a for a in family if (a.chain, str(a)) != own and (on is None or a.chain is on)]
+
+
+def family_key(address: Address) -> str:
+    """The name of the key family ``address`` belongs to, from the address alone:
+    ``keccak:<hex20>`` for an EVM or Tron account, ``hash160:<hex20>`` for a P2PKH, P2WPKH
+    or Cosmos address, ``<chain>:<address>`` for an address with no sibling (its own family)."""
+    if isinstance(address, EvmAddress | TronAddress):
+        return f"keccak:{address.payload.hex()}"
+    if isinstance(address, P2PKHAddress | P2WPKHAddress | CosmosAddress):
+        return f"hash160:{address.payload.hex()}"
+    return f"{address.chain.value}:{address}"
+
+
+def family_group(chain: Chain) -> tuple[Chain, ...]:
+    """The chains whose addresses can share a key with an address of ``chain`` (itself
+    included): every keccak chain for an EVM chain or Tron, Bitcoin and Cosmos for either
+    of them, the chain alone otherwise (Solana)."""
+    if chain in KECCAK_CHAINS:
+        return KECCAK_CHAINS
+    if chain in HASH160_CHAINS:
+        return HASH160_CHAINS
+    return (chain,)

@@ -75,16 +75,10 @@ from pydantic import Field
 
 from chains.environment import Environment
 from chains.errors import ChainUnavailable
+from chains.keys import family_group
 from chains.registry import CHAINS, Chain
 from core.clock import Clock
-from pipelines.families import (
-    LINK_CHUNK,
-    FamilyLinks,
-    family_group,
-    family_links,
-    link_frame,
-    sibling_sources,
-)
+from pipelines.families import LINK_CHUNK, FamilyLinks, family_links, link_frame, sibling_sources
 from pipelines.rescore import (
     DAILY,
     FAMILY_TARGET_ORDER,
@@ -222,7 +216,7 @@ def family_targets(
     clock: ClockResource,
 ) -> MaterializeResult:
     """The chain's addresses that share a key with a watched address: the siblings on this
-    chain (``pipelines.families.siblings_on``) of every address watched on a chain of its
+    chain (``chains.keys.siblings(address, on=chain)``) of every address watched on a chain of its
     family group (``sibling_sources``), with the watched address's family, sorted by
     (environment, address): ``family_targets``. Only same-chain siblings when
     ``chain_data.family_chains`` leaves the chain out."""

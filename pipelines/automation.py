@@ -46,6 +46,7 @@ from dagster import (
     sensor,
 )
 
+from chains.keys import family_group
 from chains.registry import CHAINS, Chain
 from pipelines.assets import (
     OBSERVE_ASSETS,
@@ -55,7 +56,6 @@ from pipelines.assets import (
     chain_readiness,
     newly_watched_scores,
 )
-from pipelines.families import family_group
 from pipelines.resources import ClockResource, OperationalStoreResource
 from storage.models import WatchedAddress
 

@@ -33,25 +33,14 @@ from typing import Final
 
 import polars as pl
 
-from chains.codecs.address import Address
-from chains.codecs.bitcoin import P2PKHAddress, P2WPKHAddress
-from chains.codecs.cosmos import CosmosAddress
-from chains.codecs.evm import EvmAddress
-from chains.codecs.tron import TronAddress
-from chains.keys import hash160_family, keccak_family
+from chains.keys import HASH160_CHAINS, KECCAK_CHAINS, family_group
 from chains.observation import Exposure
-from chains.registry import CHAINS, EVM_CHAINS, Chain, Family
+from chains.registry import CHAINS, Chain
 from storage.analytics import EVIDENCE_DTYPE
 
 KECCAK: Final = "keccak"
 HASH160: Final = "hash160"
-KECCAK_CHAINS: Final[tuple[Chain, ...]] = (*EVM_CHAINS, Chain.TRON)
-"""The chains of a keccak family, in the order ``chains.keys.keccak_family`` lists them."""
-HASH160_CHAINS: Final[tuple[Chain, ...]] = (Chain.BITCOIN, Chain.COSMOS)
-"""The chains of a hash160 family."""
-
-_KECCAK_FAMILIES = frozenset({Family.EVM, Family.TRON})
-_HASH160_FAMILIES = frozenset({Family.BITCOIN, Family.COSMOS})
+"""The prefixes of ``chains.keys.family_key``."""
 
 CHAIN_BIT: Final[dict[str, int]] = {chain.value: 1 << i for i, chain in enumerate(CHAINS)}
 """One bit per chain, in registry order: a set of chains as a ``UInt32`` mask."""
@@ -61,45 +50,11 @@ LINK_CHUNK: Final = 20_000
 """Watched addresses linked per pass over the family group's ``key_exposure`` files."""
 
 
-def family_group(chain: Chain) -> tuple[Chain, ...]:
-    """The chains whose addresses can share a key with an address of ``chain`` (itself
-    included): every keccak chain for an EVM chain or Tron, Bitcoin and Cosmos for either
-    of them, the chain alone otherwise (Solana)."""
-    family = CHAINS[chain].family
-    if family in _KECCAK_FAMILIES:
-        return KECCAK_CHAINS
-    if family in _HASH160_FAMILIES:
-        return HASH160_CHAINS
-    return (chain,)
-
-
 def sibling_sources(chain: Chain) -> tuple[Chain, ...]:
     """The chains whose watched addresses can have siblings on ``chain``: its family group,
     without the chain itself unless it is Bitcoin (the only chain where one key hash has
     several addresses: P2PKH, P2WPKH and P2SH-P2WPKH)."""
     return tuple(c for c in family_group(chain) if c is not chain or chain is Chain.BITCOIN)
-
-
-def family_key(address: Address) -> str:
-    """The key family of ``address`` (see the module docstring)."""
-    if isinstance(address, EvmAddress | TronAddress):
-        return f"{KECCAK}:{address.payload.hex()}"
-    if isinstance(address, P2PKHAddress | P2WPKHAddress | CosmosAddress):
-        return f"{HASH160}:{address.payload.hex()}"
-    return f"{address.chain.value}:{address}"
-
-
-def siblings_on(address: Address, chain: Chain) -> list[Address]:
-    """The siblings of ``address`` on ``chain``: ``chains.keys.siblings(address)`` restricted
-    to that chain (derived without building the other chains' addresses)."""
-    if isinstance(address, EvmAddress | TronAddress):
-        family = keccak_family(address, (chain,) if chain in EVM_CHAINS else ())
-    elif isinstance(address, P2PKHAddress | P2WPKHAddress | CosmosAddress):
-        family = hash160_family(address)
-    else:
-        return []
-    found = [a for a in family if a.chain is chain]
-    return [a for a in found if a.chain is not address.chain or str(a) != str(address)]
 
 
 def _mask(chains: Iterable[Chain]) -> int:
@@ -111,7 +66,7 @@ def _mask(chains: Iterable[Chain]) -> int:
 
 _KECCAK_MASK: Final = _mask(KECCAK_CHAINS)
 _HASH160_MASK: Final = _mask(HASH160_CHAINS)
-_INDEX_LIMITED: Final = tuple(c.value for c, info in CHAINS.items() if info.family in _HASH160_FAMILIES)
+_INDEX_LIMITED: Final = tuple(c.value for c in HASH160_CHAINS)
 """Chains whose "not exposed" verdict has the Bitcoin-index limit (``services.observer.limits_of``)."""
 
 

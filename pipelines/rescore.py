@@ -38,9 +38,10 @@ from chains.codecs.detect import parse_address
 from chains.environment import Environment
 from chains.errors import ChainError
 from chains.evidence import Coverage, evidence_of
+from chains.keys import family_key, siblings
 from chains.observation import AccountType, EvidenceKind, Exposure, ExposureEvidence, Observation
 from chains.registry import CHAINS, Chain
-from pipelines.families import family_key, sibling_sources, siblings_on
+from pipelines.families import sibling_sources
 from pipelines.runner import LoopThread, ordered
 from pipelines.sources import ChainData, PriceData
 from scoring import observations_to_frame, score_frame, wallet_risk, weighted_risk_value
@@ -155,7 +156,7 @@ def family_target_rows(
                 invalid.append(f"{env}:{source}:{text}: {exc}")
             continue
         family = family_key(address)
-        found.extend((env, chain.value, str(sibling), family) for sibling in siblings_on(address, chain))
+        found.extend((env, chain.value, str(sibling), family) for sibling in siblings(address, on=chain))
     frame = pl.DataFrame(
         found,
         schema={"environment": pl.String(), "chain": pl.String(), "address": pl.String(), "family": pl.String()},

@@ -10,11 +10,11 @@ import polars as pl
 import yaml
 from dagster import AssetKey, DagsterInstance, Definitions, build_schedule_context, materialize
 
+from chains.keys import family_group
 from chains.registry import CHAINS, Chain
 from cli.supervisor import REPO_DAGSTER_HOME, prepare_dagster_home
 from pipelines.assets import CHAIN_DAY, all_chains_graded, chain_readiness
 from pipelines.definitions import build_definitions
-from pipelines.families import family_group
 from services.settings import load_settings
 from tests.pipelines.support import DataDir
 

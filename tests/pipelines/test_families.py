@@ -20,23 +20,14 @@ from dagster import DagsterInstance, DagsterRunStatus, build_sensor_context, mat
 from chains.codecs.detect import parse_address
 from chains.environment import Environment
 from chains.evidence import Coverage, with_family
-from chains.keys import KeyForm, key_addresses, parse_public_key, siblings
+from chains.keys import KECCAK_CHAINS, KeyForm, family_group, family_key, key_addresses, parse_public_key, siblings
 from chains.observation import EvidenceKind, Exposure, ExposureEvidence, Observation
 from chains.registry import CHAINS, Chain
 from cli.main import main
 from pipelines.assets import OBSERVE_ASSETS, SCORE_ASSETS, newly_watched_scores, risk_checks
 from pipelines.automation import observed_families_sensor, score_requests
 from pipelines.definitions import build_definitions
-from pipelines.families import (
-    KECCAK_CHAINS,
-    FamilyLinks,
-    family_group,
-    family_key,
-    family_links,
-    link_frame,
-    sibling_sources,
-    siblings_on,
-)
+from pipelines.families import FamilyLinks, family_links, link_frame, sibling_sources
 from pipelines.rescore import DAILY, Batch, Target, observation_rows, observed_batch
 from pipelines.resources import SnapshotChainDataResource
 from pipelines.sources import read_snapshot, write_snapshot
@@ -329,7 +320,7 @@ def test_siblings_on_a_chain_are_the_keys_siblings_there(text: str, chain: str) 
     address = parse_address(text, chain)
     for other in CHAINS:
         expected = [str(s) for s in siblings(address) if s.chain is other]
-        assert [str(s) for s in siblings_on(address, other)] == expected, other
+        assert [str(s) for s in siblings(address, on=other)] == expected, other
     assert {family_key(s) for s in siblings(address) if s.address_type != "p2sh"} == {family_key(address)}
     assert {s.chain for s in siblings(address)} <= set(family_group(address.chain))
 
@@ -339,7 +330,7 @@ def test_sibling_sources_name_every_chain_a_sibling_can_come_from() -> None:
         if form.address is None:
             continue  # P2PK: no address, never watched as such
         for chain in CHAINS:
-            if siblings_on(form.address, chain):
+            if siblings(form.address, on=chain):
                 assert form.address.chain in sibling_sources(chain), (form.form, chain)
     assert sibling_sources(Chain.ETHEREUM) == tuple(c for c in KECCAK_CHAINS if c is not Chain.ETHEREUM)
     assert sibling_sources(Chain.BITCOIN) == (Chain.BITCOIN, Chain.COSMOS)
