@@ -6,7 +6,11 @@ VENV := .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 UV_VERSION := 0.13.9
-DATA_DIR ?= var
+# The data directory and the ports; the QDAY_* variables of the environment apply (so
+# `QDAY_PORT=8001 make run` and `make run PORT=8001` both work).
+DATA_DIR ?= $(or $(QDAY_DATA_DIR),var)
+PORT ?= $(or $(QDAY_PORT),8000)
+DAGSTER_PORT ?= $(or $(QDAY_DAGSTER_PORT),3000)
 
 .PHONY: install install-test run lint test bench lock clean
 
@@ -34,8 +38,8 @@ install: $(VENV)/.installed  ## create .venv and install the pinned dependencies
 
 install-test: $(VENV)/.installed-test
 
-run: install softhsm  ## start the API (127.0.0.1:8000) and Dagster (127.0.0.1:3000) with data under ./var
-	$(VENV)/bin/qday up --data-dir $(DATA_DIR)
+run: install softhsm  ## start the API (127.0.0.1:PORT, 8000) and Dagster (127.0.0.1:DAGSTER_PORT, 3000) with data under DATA_DIR (var)
+	$(VENV)/bin/qday up --data-dir $(DATA_DIR) --port $(PORT) --dagster-port $(DAGSTER_PORT)
 
 lint: install-test  ## ruff (lint, import order, format check) and mypy, configured in pyproject.toml
 	$(VENV)/bin/ruff check .

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from importlib.metadata import PackageNotFoundError, version
@@ -25,7 +26,16 @@ from api.endpoints import Credential, Endpoint
 from api.envelope import ErrorBody, error_response
 from api.errors import ApiError, RateLimited, code_of, status_of
 from api.openapi import build_openapi, render_docs
-from api.ratelimit import Decision, MemoryRateLimiter, RateGroup, SharedRateLimiter, limit_for
+from api.ratelimit import (
+    Decision,
+    MemoryRateLimiter,
+    RateGroup,
+    SharedRateLimiter,
+    auth_failure_buckets,
+    auth_failure_limit,
+    buckets_for,
+    limit_for,
+)
 from api.routes import accounts, attestations, keys, managed, scans, service
 from chains.clients import build_clients
 from chains.clients.prices import ChainlinkPrices, PriceOracle, StaticPrices
@@ -38,10 +48,12 @@ from services.attestations import AttestationService
 from services.credentials import ApiKeyCodec, Secrets, SessionCodec, load_master_secret
 from services.custody.factory import open_managed_custody
 from services.custody.purge import PurgeLoop
+from services.errors import Unauthenticated
 from services.key_scans import KeyScanService
 from services.observer import ChainObserver
 from services.passwords import Passwords
 from services.pq_keys import PqKeyService
+from services.pricing import ScanPrices
 from services.scans import ScanService
 from services.settings import Settings
 from storage.attestations_sqlite import SqliteAttestationStore
@@ -56,7 +68,15 @@ from storage.window_counters_sqlite import SqliteWindowCounters
 log = logging.getLogger("qday.api")
 _app_numbers = itertools.count()
 GROUPS = (service.group, service.docs_group, accounts.group, keys.group, attestations.group, scans.group, managed.group)
-_SANIC_STATUS_CODES = {400: "REQ_001", 404: "REQ_005", 405: "REQ_006", 413: "REQ_004", 415: "REQ_003", 503: "SRV_002"}
+_SANIC_STATUS_CODES = {
+    400: "REQ_001",
+    404: "REQ_005",
+    405: "REQ_006",
+    408: "REQ_008",
+    413: "REQ_004",
+    415: "REQ_003",
+    503: "SRV_002",
+}
 
 
 def _package_version() -> str:
@@ -71,33 +91,71 @@ def all_endpoints() -> list[Endpoint]:
     return [e for group in GROUPS for e in group.endpoints]
 
 
-def _bearer(request: QdayRequest) -> str | None:
-    header = request.headers.get("authorization")
-    if header is not None:
-        scheme, _, value = header.partition(" ")
-        if scheme.lower() != "bearer" or not value.strip():
-            raise ApiError("AUTH_001", "malformed Authorization header: expected 'Bearer <API key>'")
-        return value.strip()
-    return request.headers.get("x-api-key") or None
+#: What each kind of endpoint takes, told with every refused credential.
+_EXPECTED = {
+    Credential.SESSION_OR_SECRET: "API-key management (/v1/auth/api-keys...) takes a session token from "
+    "POST /v1/auth/login or a secret API key, sent as 'Authorization: Bearer <token or key>'",
+    Credential.SECRET: "this endpoint takes a secret API key, sent as 'Authorization: Bearer <key>' "
+    "or 'X-API-Key: <key>'",
+    Credential.ANY_KEY: "this endpoint takes a publishable or secret API key, sent as 'Authorization: Bearer <key>' "
+    "or 'X-API-Key: <key>'",
+}
+
+
+def _credential(request: QdayRequest, credential: Credential) -> str | None:
+    """The one credential the request carries, or None. Repeated credential headers, or an
+    Authorization and an X-API-Key header that disagree, are REQ_007: never a guess at which counts."""
+    authorization = request.headers.getall("authorization", [])
+    api_keys = request.headers.getall("x-api-key", [])
+    if len(authorization) > 1 or len(api_keys) > 1:
+        repeated = "Authorization" if len(authorization) > 1 else "X-API-Key"
+        raise ApiError("REQ_007", f"repeated {repeated} header: send one credential, once", header=repeated)
+    api_key = api_keys[0].strip() if api_keys else ""
+    if not authorization:
+        return api_key or None
+    scheme, _, value = authorization[0].partition(" ")
+    value = value.strip()
+    if api_key and (scheme.lower() != "bearer" or value != api_key):
+        raise ApiError(
+            "REQ_007",
+            "conflicting credentials: the Authorization and X-API-Key headers differ; send one credential",
+            header="X-API-Key",
+        )
+    if scheme.lower() != "bearer" or not value:
+        raise ApiError(
+            "AUTH_001",
+            f"malformed Authorization header; {_EXPECTED[credential]}",
+            reason="malformed header",
+            expected=credential.value,
+        )
+    return value
 
 
 def _check_kind(principal: Principal, credential: Credential) -> None:
     if principal.kind == "session" and credential is not Credential.SESSION_OR_SECRET:
-        raise ApiError("AUTH_003", "session tokens are accepted only on the API-key management endpoints")
+        raise ApiError(
+            "AUTH_003", f"session tokens are accepted only on the API-key management endpoints; {_EXPECTED[credential]}"
+        )
     if principal.kind == "publishable" and credential is not Credential.ANY_KEY:
-        raise ApiError("AUTH_003", "publishable keys may only call POST /v1/scan/wallet; use a secret key")
+        raise ApiError(
+            "AUTH_003",
+            "publishable keys may only call POST /v1/scan/wallet, /v1/scan/key and /v1/scan/detect; "
+            + _EXPECTED[credential],
+        )
 
 
-def _count(request: QdayRequest, group: RateGroup, principal: Principal | None) -> Decision:
+def _count(request: QdayRequest, group: RateGroup, principal: Principal | None, auth_failed: bool) -> Decision:
+    """Count the request against its buckets (``api.ratelimit.buckets_for``); a failed
+    authentication counts only against its IP's auth-failure bucket."""
     ctx = request.app.ctx
     settings = ctx.settings
     ip = request.ctx.client_ip
+    now = ctx.clock.now().timestamp()
+    if auth_failed:
+        return ctx.limiter.hit(auth_failure_buckets(ip), auth_failure_limit(settings.rate_limit_multiplier), now)
     plan = principal.account.plan if principal else Plan.FREE
     limit = limit_for(group, plan, settings.enterprise_limit_factor, settings.rate_limit_multiplier)
-    buckets: tuple[str, ...] = (f"{group}|ip|{ip}",)
-    if principal is not None:
-        buckets += (f"{group}|cred|{ip}|{principal.rate_key}",)
-    return ctx.limiter.hit(buckets, limit, ctx.clock.now().timestamp())
+    return ctx.limiter.hit(buckets_for(group, ip, principal.rate_key if principal else None), limit, now)
 
 
 async def _on_request(request: QdayRequest) -> None:
@@ -109,11 +167,17 @@ async def _on_request(request: QdayRequest) -> None:
     auth_error: ApiError | DomainError | None = None
     if endpoint is not None and endpoint.credential is not Credential.NONE:
         try:
-            principal = ctx.accounts.authenticate(_bearer(request))
+            principal = ctx.accounts.authenticate(_credential(request, endpoint.credential))
             _check_kind(principal, endpoint.credential)
+        except Unauthenticated as exc:  # say what this endpoint takes and how to send it
+            expected = endpoint.credential
+            auth_error = Unauthenticated(
+                f"{exc.message}; {_EXPECTED[expected]}", **exc.details, expected=expected.value
+            )
         except (ApiError, DomainError) as exc:
             auth_error = exc
-    decision = _count(request, endpoint.rate_group if endpoint else RateGroup.PUBLIC, principal)
+    group = endpoint.rate_group if endpoint else RateGroup.PUBLIC
+    decision = _count(request, group, principal, auth_failed=principal is None and auth_error is not None)
     request.ctx.rate = decision
     if not decision.allowed:
         raise RateLimited(decision.retry_after(ctx.clock.now().timestamp()))
@@ -155,6 +219,10 @@ def _error_body(exc: BaseException) -> tuple[int, ErrorBody]:
 
 async def _on_error(request: QdayRequest, exc: BaseException) -> HTTPResponse:
     status, body = _error_body(exc)
+    if isinstance(exc, SanicException) and body.code in ("REQ_005", "REQ_006"):  # routing: name the path
+        path = request.path[:200]
+        what = "no such endpoint" if body.code == "REQ_005" else "method not allowed on"
+        body = ErrorBody(body.code, f"{what}: {request.method} {path} (see /docs)", {"path": path})
     if not request.ctx.request_id:  # failed before the request middleware ran
         request.ctx.request_id = new_id("req")
     if status >= 500:
@@ -167,7 +235,16 @@ async def _on_error(request: QdayRequest, exc: BaseException) -> HTTPResponse:
     response = error_response(request, status, body)
     if isinstance(exc, RateLimited):
         response.headers["Retry-After"] = str(exc.retry_after)
+    elif body.code == "SCAN_004":
+        response.headers["Retry-After"] = str(chain_retry_after(body.details))
     return response
+
+
+def chain_retry_after(details: dict[str, Any]) -> int:
+    """Whole seconds a SCAN_004 caller should wait: the endpoint's circuit-breaker
+    cool-down when it is open (``retry_after`` in the details), at least 1."""
+    wait = details.get("retry_after")
+    return max(1, math.ceil(wait)) if isinstance(wait, int | float) else 1
 
 
 def _open_resources(app: QdayApp) -> None:
@@ -230,10 +307,11 @@ async def _open_chain_access(app: QdayApp) -> None:
         prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(settings.chains[env], ctx.http), static])
     store = SqliteScanStore(ctx.db, ctx.writer)
     observer = ChainObserver(ctx.chain_clients, settings.family_chains, settings.family_wait_seconds)
+    scan_prices = ScanPrices(prices, settings.chains)
     ctx.scans = ScanService(
-        store, observer, prices, ctx.clock, settings.scan_cache_ttl_seconds, settings.pipeline_result_ttl_seconds
+        store, observer, scan_prices, ctx.clock, settings.scan_cache_ttl_seconds, settings.pipeline_result_ttl_seconds
     )
-    ctx.key_scans = KeyScanService(store, observer, prices, ctx.clock, settings.scan_cache_ttl_seconds)
+    ctx.key_scans = KeyScanService(store, observer, scan_prices, ctx.clock, settings.scan_cache_ttl_seconds)
 
 
 async def _close_chain_access(app: QdayApp) -> None:
@@ -270,6 +348,7 @@ def create_app(settings: Settings, clock: Clock | None = None, passwords: Passwo
     app.config.FALLBACK_ERROR_FORMAT = "json"
     app.config.ACCESS_LOG = settings.access_log
     app.config.KEEP_ALIVE_TIMEOUT = 30
+    app.config.REQUEST_TIMEOUT = settings.request_timeout_seconds  # from the first byte (api.protocol)
     for group in GROUPS:
         app.blueprint(group.blueprint)
     app.on_request(_on_request)

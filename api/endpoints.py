@@ -16,7 +16,7 @@ from sanic import Blueprint, HTTPResponse
 
 from api.context import QdayRequest
 from api.ratelimit import RateGroup
-from api.validation import decode_body
+from api.validation import check_query, decode_body
 
 
 class Credential(enum.Enum):
@@ -106,6 +106,7 @@ class EndpointGroup:
 
             @functools.wraps(handler)
             async def wrapped(request: QdayRequest, **params: Any) -> HTTPResponse:
+                check_query(request)
                 if endpoint.body is not None:
                     return await handler(request, decode_body(request, endpoint.body), **params)
                 return await handler(request, **params)

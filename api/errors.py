@@ -50,12 +50,15 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "CUS_005": (410, "Managed key was destroyed; its private key no longer exists"),
     "CUS_006": (409, "Managed key is not in a state that allows this change"),
     "CUS_007": (500, "Stored managed-key material failed its integrity check"),
+    "LIM_001": (403, "Plan cap reached"),
     "REQ_001": (400, "Request body or parameter failed validation"),
     "REQ_002": (400, "Request body is not valid JSON"),
     "REQ_003": (415, "Content-Type must be application/json"),
     "REQ_004": (413, "Request body too large"),
     "REQ_005": (404, "No such endpoint or resource"),
     "REQ_006": (405, "Method not allowed on this endpoint"),
+    "REQ_007": (400, "Conflicting or repeated credentials"),
+    "REQ_008": (408, "Request headers and body not received in time"),
     "SRV_001": (500, "Internal server error"),
     "SRV_002": (503, "Service temporarily unavailable (storage cannot take writes)"),
 }
@@ -98,6 +101,7 @@ DOMAIN_ERRORS: dict[type[DomainError], str] = {
     custody_errors.KeyDestroyed: "CUS_005",
     custody_errors.InvalidKeyState: "CUS_006",
     custody_errors.CustodyIntegrityError: "CUS_007",
+    service_errors.PlanCapReached: "LIM_001",
 }
 
 

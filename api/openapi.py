@@ -6,12 +6,13 @@ from __future__ import annotations
 import html
 import re
 from collections import defaultdict
+from types import GenericAlias
 from typing import Any
 
 import msgspec
 
 from api.endpoints import Credential, Endpoint, Model
-from api.envelope import ErrorBody, Meta
+from api.envelope import ErrorBody, Meta, PageMeta
 from api.errors import ERROR_CODES, status_of
 
 _REF = "#/components/schemas/{name}"
@@ -28,7 +29,7 @@ _RATE_HEADERS = {
 def _errors_of(endpoint: Endpoint) -> list[str]:
     codes = list(endpoint.errors)
     if endpoint.credential is not Credential.NONE:
-        codes += ["AUTH_001", "AUTH_002", "AUTH_003"]
+        codes += ["AUTH_001", "AUTH_002", "AUTH_003", "REQ_007"]
     if endpoint.body is not None:
         codes += ["REQ_001", "REQ_002", "REQ_003"]
     return sorted(set(codes) | set(_COMMON_ERRORS))
@@ -90,6 +91,30 @@ _LINKS: dict[tuple[str, str], list[tuple[str, str, str, dict[str, str], Any]]] =
 }
 
 
+#: The query parameters of every list endpoint (``services.pagination``).
+_PAGE_PARAMS: list[dict[str, Any]] = [
+    {
+        "name": "limit",
+        "in": "query",
+        "required": False,
+        "description": "Page size",
+        "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+    },
+    {
+        "name": "cursor",
+        "in": "query",
+        "required": False,
+        "description": "meta.nextCursor of the previous page (opaque); absent for the first page",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+    },
+]
+
+
+def _is_list(model: Model | None) -> bool:
+    """True for a ``list[...]`` response: a paged list endpoint."""
+    return isinstance(model, GenericAlias) and model.__origin__ is list
+
+
 def _operation_id(method: str, path: str) -> str:
     return f"{method.lower()}_{path.strip('/').replace('/', '_').replace('{', '').replace('}', '').replace('-', '_')}"
 
@@ -120,6 +145,9 @@ def _operation(endpoint: Endpoint, schemas: dict[Model, Any]) -> dict[str, Any]:
         {"name": name, "in": "path", "required": True, "schema": {"type": "string", "minLength": 1}}
         for name in _PATH_PARAM.findall(endpoint.path)
     ]
+    paged = _is_list(endpoint.response)
+    if paged:
+        params += _PAGE_PARAMS
     if params:
         op["parameters"] = params
     if endpoint.credential is Credential.NONE:
@@ -139,7 +167,10 @@ def _operation(endpoint: Endpoint, schemas: dict[Model, Any]) -> dict[str, Any]:
         envelope = {
             "type": "object",
             "required": ["data", "meta"],
-            "properties": {"data": schemas[endpoint.response], "meta": {"$ref": _REF.format(name="Meta")}},
+            "properties": {
+                "data": schemas[endpoint.response],
+                "meta": {"$ref": _REF.format(name="PageMeta" if paged else "Meta")},
+            },
         }
         content: dict[str, Any] = {"application/json": {"schema": envelope}}
         if endpoint.binary_alternative:
@@ -155,7 +186,7 @@ def _operation(endpoint: Endpoint, schemas: dict[Model, Any]) -> dict[str, Any]:
         by_status[status_of(code)].append(code)
     for status, codes in sorted(by_status.items()):
         headers = dict(_RATE_HEADERS)
-        if status == 429:
+        if status == 429 or "SCAN_004" in codes:
             headers["Retry-After"] = {"description": "Seconds to wait", "schema": {"type": "integer"}}
         responses[str(status)] = {
             "description": "; ".join(f"{c}: {ERROR_CODES[c][1]}" for c in codes),
@@ -168,7 +199,9 @@ def _operation(endpoint: Endpoint, schemas: dict[Model, Any]) -> dict[str, Any]:
 
 def build_openapi(endpoints: list[Endpoint], version: str) -> dict[str, Any]:
     """The OpenAPI 3.1 document of the given endpoints."""
-    models = sorted({m for e in endpoints for m in (e.body, e.response) if m is not None} | {Meta, ErrorBody}, key=repr)
+    models = sorted(
+        {m for e in endpoints for m in (e.body, e.response) if m is not None} | {Meta, PageMeta, ErrorBody}, key=repr
+    )
     schema_list, components = msgspec.json.schema_components(models, ref_template=_REF)
     schemas = dict(zip(models, schema_list, strict=True))
     paths: dict[str, dict[str, Any]] = defaultdict(dict)

@@ -1,13 +1,26 @@
-"""Per-minute rate limits from the spec's table, counted per (IP, credential)
-and per IP: in memory for a single worker, in a SQLite file shared by every
-worker process when there are several.
+"""Per-minute rate limits from the spec's table, counted per credential (across
+every IP) and per client IP: in memory for a single worker, in a SQLite file
+shared by every worker process when there are several.
 
 Fixed one-minute windows aligned on the minute: ``X-RateLimit-Reset`` is the end
 of the current window. The length comes from the ``rate_window_seconds`` setting
-(60 by default; tests pick their own), windows aligned on multiples of it. A request
-must fit both its (IP, credential) counter and its IP counter, each against the
-caller's plan limit, so clients behind one IP share that IP's allowance (spec,
-Limits rule 3).
+(60 by default; tests pick their own), windows aligned on multiples of it.
+
+The buckets of one request (``buckets_for``):
+
+- an authenticated request counts against its credential's bucket (the plan's
+  limit, whatever IP it comes from) and its IP's bucket (the same limit, so
+  keys behind one IP share that IP's allowance: spec, Limits rule 3);
+- a request to an endpoint that takes no credential counts against its IP's
+  bucket only (free-plan limits);
+- a failed authentication (missing, malformed, unknown, deleted or expired
+  credential, repeated credential headers) counts only against its IP's
+  auth-failure bucket (``auth_failure_buckets``, ``AUTH_FAILURE_LIMIT``), never
+  against the buckets valid credentials use there.
+
+A request is counted only when it fits every one of its buckets: a refused
+request uses up nobody's allowance (a key over its limit does not eat its IP's,
+nor an IP over its limit the key's).
 """
 
 from __future__ import annotations
@@ -50,12 +63,37 @@ BASE_LIMITS: dict[RateGroup, dict[Plan, int]] = {
 }
 
 
+#: Failed authentications per client IP and window, across all groups, in a bucket of
+#: their own: enough for a client to find its mistake, too few to use the server for
+#: guessing, and never the allowance of the valid credentials behind that IP.
+AUTH_FAILURE_LIMIT = 30
+
+
 @functools.lru_cache(maxsize=256)
 def limit_for(group: RateGroup, plan: Plan, enterprise_factor: int, multiplier: float) -> int:
     """Requests per minute allowed for a plan in a group (computed once per combination)."""
     limits = BASE_LIMITS[group]
     base = limits.get(plan, limits[Plan.PRO] * enterprise_factor)
     return max(1, math.floor(base * multiplier))
+
+
+def auth_failure_limit(multiplier: float) -> int:
+    """Failed authentications allowed per client IP and window."""
+    return max(1, math.floor(AUTH_FAILURE_LIMIT * multiplier))
+
+
+def buckets_for(group: RateGroup, ip: str, credential: str | None) -> tuple[str, ...]:
+    """The buckets a request of ``group`` from ``ip`` counts against: the credential's own
+    (whatever the IP: the plan's limit binds the credential) and the IP's (shared by every
+    credential behind it), or only the IP's for a request that carries no credential."""
+    if credential is None:
+        return (f"{group}|ip|{ip}",)
+    return (f"{group}|cred|{credential}", f"{group}|ip|{ip}")
+
+
+def auth_failure_buckets(ip: str) -> tuple[str, ...]:
+    """The one bucket a failed authentication from ``ip`` counts against (all groups)."""
+    return (f"authfail|ip|{ip}",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +114,8 @@ class RateLimiter(Protocol):
     """Counts requests per bucket and window."""
 
     def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
-        """Count one request against every bucket and decide if it fits all of them."""
+        """Admit one request when every bucket (distinct names) is below ``limit``, and then
+        count it in all of them; a refused request is counted in none."""
 
     def close(self) -> None:
         """Release resources."""
@@ -86,9 +125,12 @@ def _window_start(now: float, window_seconds: int) -> int:
     return int(now) - int(now) % window_seconds
 
 
-def _decision(counts: list[int], limit: int, end: int) -> Decision:
-    worst = max(counts)
-    return Decision(allowed=worst <= limit, limit=limit, remaining=max(0, limit - worst), reset=end)
+def _decision(before: list[int], limit: int, end: int) -> Decision:
+    """The decision for a request that found the counts ``before`` (admitted when all were below the limit)."""
+    worst = max(before)
+    if worst < limit:
+        return Decision(allowed=True, limit=limit, remaining=limit - worst - 1, reset=end)
+    return Decision(allowed=False, limit=limit, remaining=0, reset=end)
 
 
 def _checked_window(window_seconds: int) -> int:
@@ -106,23 +148,23 @@ class MemoryRateLimiter:
         self._counts: dict[str, int] = {}
 
     def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
-        """Count one request against every bucket and decide if it fits all of them."""
+        """Admit one request when every bucket is below ``limit``, and then count it in all of them."""
         start = _window_start(now, self._window)
         if start != self._start:
             self._start, self._counts = start, {}
-        counts = []
-        for bucket in buckets:
-            count = self._counts.get(bucket, 0) + 1
-            self._counts[bucket] = count
-            counts.append(count)
-        return _decision(counts, limit, start + self._window)
+        counts = self._counts
+        before = [counts.get(bucket, 0) for bucket in buckets]
+        if max(before) < limit:
+            for bucket, count in zip(buckets, before, strict=True):
+                counts[bucket] = count + 1
+        return _decision(before, limit, start + self._window)
 
     def close(self) -> None:
         """Nothing to release."""
 
 
 class SharedRateLimiter:
-    """Counters shared by every worker, kept by the store (``WindowCounters``):
+    """Counters shared by every worker, kept by the store (``storage.repository.WindowCounters``):
     exact across processes."""
 
     def __init__(self, counters: WindowCounters, window_seconds: int = DEFAULT_WINDOW_SECONDS) -> None:
@@ -130,10 +172,10 @@ class SharedRateLimiter:
         self._counters = counters
 
     def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
-        """Count one request against every bucket and decide if it fits all of them."""
+        """Admit one request when every bucket is below ``limit``, and then count it in all of them."""
         start = _window_start(now, self._window)
-        counts = self._counters.count(buckets, start, prune_before=start - self._window)
-        return _decision(counts, limit, start + self._window)
+        before = self._counters.admit(buckets, start, limit, prune_before=start - self._window)
+        return _decision(before, limit, start + self._window)
 
     def close(self) -> None:
         """Release the counters."""

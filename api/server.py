@@ -10,6 +10,7 @@ from sanic import Sanic
 from sanic.worker.loader import AppLoader
 
 from api.app import create_app
+from api.protocol import DeadlineHttpProtocol
 from services.settings import load_settings
 
 
@@ -36,6 +37,7 @@ def serve(config_file: Path | None = None, **overrides: Any) -> None:
         single_process=settings.workers == 1,
         access_log=settings.access_log,
         motd=False,
+        protocol=DeadlineHttpProtocol,
     )
     if settings.workers == 1:
         Sanic.serve_single(primary=app)

@@ -180,6 +180,15 @@ class EnvironmentEndpoints:
     price_feeds: Mapping[str, str]
     price_max_age: float
 
+    def has_market_value(self, chain: Chain) -> bool:
+        """False where coins have no USD value: every chain of the test environment, and an
+        EVM chain configured with another chain id than its own (a local node such as anvil
+        standing in for it, ``make devnet``)."""
+        if self.environment is Environment.TEST:
+            return False
+        configured, own = self.evm_chain_ids.get(chain), CHAINS[chain].evm_chain_id
+        return configured is None or own is None or configured == own
+
 
 @dataclass(frozen=True, slots=True)
 class ChainEndpoints:

@@ -49,7 +49,9 @@ def add_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
         help="bulk-add watched addresses from a CSV file",
         description="CSV columns: address (required), chain (optional: detected, an EVM "
         "address means ethereum), label (optional). Bad rows are reported "
-        "with their line numbers; good rows are imported.",
+        "with their line numbers; good rows are imported. New addresses beyond the account's plan "
+        "cap on watched addresses (free 100, builder 10,000, pro 1,000,000, enterprise "
+        "QDAY_ENTERPRISE_WATCH_CAP) are rejected the same way (LIM_001).",
     )
     imp.add_argument("file", type=Path, help="CSV file with a header row")
     imp.add_argument("--account", required=True, metavar="EMAIL", help="the account that watches them")
@@ -61,11 +63,14 @@ def add_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
         parents=[common],
         help="run the API, the Dagster webserver and daemon together",
         description="Supervises `qday serve`, `dagster-webserver` (127.0.0.1) and `dagster-daemon "
-        "run` with DAGSTER_HOME under the data directory. Ctrl-C or SIGTERM stops all.",
+        "run` with DAGSTER_HOME under the data directory (and anvil with --anvil). Every port is "
+        "checked first. Ctrl-C or SIGTERM stops all.",
     )
-    up.add_argument("--port", type=int, help="API port (default 8000)")
+    up.add_argument("--port", type=int, help="API port (default QDAY_PORT, else 8000)")
     up.add_argument("--host", help="API listen address (default 127.0.0.1)")
-    up.add_argument("--dagster-port", type=int, default=3000, help="Dagster webserver port (default 3000)")
+    up.add_argument("--dagster-port", type=int, help="Dagster webserver port (default QDAY_DAGSTER_PORT, else 3000)")
+    up.add_argument("--anvil", type=Path, metavar="PATH", help="also run this anvil binary (make devnet)")
+    up.add_argument("--anvil-port", type=int, help="anvil's port (default QDAY_ANVIL_PORT, else 8545)")
     up.add_argument(
         "--restarts",
         type=int,
@@ -244,6 +249,7 @@ def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         interactive = sys.stdin.isatty()
         if interactive:
+            print(f"data: {settings.data_dir.resolve()}")
             try:
                 import readline  # noqa: F401  (line editing and history for input())
             except ImportError:
@@ -266,8 +272,10 @@ async def import_watchlist(
     now: Callable[[], datetime],
 ) -> tuple[list[tuple[int, str]], int, list[tuple[int, str]]]:
     """Validate and add (line number, CSV row) pairs; returns (imported (line, address)
-    pairs, already watched count, rejected (line, reason) pairs). ``watch`` is
-    ``SqliteScanStore.watch`` (idempotent per account, environment, chain and address)."""
+    pairs, already watched count, rejected (line, reason) pairs). ``watch`` stores an
+    entry (idempotent per account, environment, chain and address: ``services.scans.
+    watch_within_cap``); a domain error it raises, such as the plan cap reached (LIM_001),
+    rejects that row only, so rows beyond the cap are reported by line and the rest imported."""
     from api.errors import code_of
     from chains.environment import Environment
     from core.errors import DomainError
@@ -293,7 +301,11 @@ async def import_watchlist(
         except DomainError as exc:
             rejected.append((line, f"{code_of(exc)}: {exc}"))
             continue
-        stored = await watch(entry)
+        try:
+            stored = await watch(entry)
+        except DomainError as exc:
+            rejected.append((line, f"{code_of(exc)}: {exc}"))
+            continue
         if stored.id == entry.id:
             imported.append((line, f"{entry.chain}:{entry.address}"))
         else:
@@ -304,6 +316,7 @@ async def import_watchlist(
 def cmd_watch_import(args: argparse.Namespace, settings: Settings) -> int:
     """``qday watch import``: exit 0 when every row was imported (or already watched), 1 when
     some rows were rejected (the good ones are imported all the same), 2 on a usage error."""
+    from services.scans import watch_within_cap
     from storage.scans_sqlite import SqliteScanStore
     from storage.sqlite import SqliteStore
     from storage.sqlite_db import open_database
@@ -332,12 +345,13 @@ def cmd_watch_import(args: argparse.Namespace, settings: Settings) -> int:
             return 2
         account = found[0]
         rows = ((reader.line_num, row) for row in reader)
+        store = SqliteScanStore(conn)
         imported, existing, rejected = asyncio.run(
             import_watchlist(
                 rows,
                 account_id=account.id,
                 environment=args.environment,
-                watch=SqliteScanStore(conn).watch,
+                watch=lambda entry: watch_within_cap(store, entry, account.plan, settings.enterprise_watch_cap),
                 now=lambda: datetime.now(UTC),
             )
         )
@@ -357,6 +371,19 @@ def cmd_watch_import(args: argparse.Namespace, settings: Settings) -> int:
 
 def cmd_up(args: argparse.Namespace, settings: Settings) -> int:
     """``qday up``: the API, the Dagster webserver and the daemon, supervised."""
-    from cli.supervisor import run_stack
+    from cli.supervisor import DEFAULT_ANVIL_PORT, DEFAULT_DAGSTER_PORT, env_port, run_stack
 
-    return run_stack(settings, config=args.config, dagster_port=args.dagster_port, restarts=args.restarts)
+    try:
+        dagster_port = args.dagster_port or env_port("QDAY_DAGSTER_PORT", DEFAULT_DAGSTER_PORT)
+        anvil_port = args.anvil_port or env_port("QDAY_ANVIL_PORT", DEFAULT_ANVIL_PORT)
+    except ValueError as exc:
+        print(f"qday up: {exc}", file=sys.stderr)
+        return 2
+    return run_stack(
+        settings,
+        config=args.config,
+        dagster_port=dagster_port,
+        restarts=args.restarts,
+        anvil=args.anvil,
+        anvil_port=anvil_port,
+    )

@@ -1,10 +1,22 @@
 """``qday up``: run the API, the Dagster webserver and the Dagster daemon as one service.
 
+Before anything starts, every port the stack will listen on is tried (the API's, the
+Dagster webserver's, anvil's with ``--anvil``): one that is taken stops ``qday up`` at once
+with one line naming it and the flag or variable that moves it (exit 2). Runs that an
+earlier ``qday up`` left starting or running when it was stopped (no process of theirs is
+alive) are marked failed, so none stays STARTED forever; the daemon's run monitoring
+(``dagster.yaml``) catches runs that stall while it runs.
+
 Each program is a child process in its own process group (so a signal reaches it and
-whatever it starts, and nothing else), with its output prefixed by its name. Ctrl-C or
-SIGTERM stops them all (SIGTERM, then SIGKILL after a grace period). A child that exits on
-its own is restarted with a growing delay, at most ``restarts`` times within five minutes;
-after that everything stops and ``qday up`` exits 1.
+whatever it starts, and nothing else), with its output prefixed by its name (colour codes
+removed unless the output is a terminal). Ctrl-C or SIGTERM stops them all (SIGTERM, then
+SIGKILL after a grace period). A child that exits on its own is restarted with a growing
+delay, at most ``restarts`` times within five minutes; after that everything stops and
+``qday up`` exits 1. The API exiting with status 2 (a configuration problem, such as its
+port taken meanwhile) stops everything at once: restarting would not help.
+
+``--anvil PATH`` adds a local EVM node (Foundry's anvil, ``make devnet``) as a fourth
+program, on 127.0.0.1 with chain id 31337 and ten funded accounts.
 
 ``DAGSTER_HOME`` is ``<data_dir>/dagster``: Dagster's run and event storage live there,
 next to the data they describe, never in the repository. Its ``dagster.yaml`` is copied
@@ -16,6 +28,7 @@ installed without the repository.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -27,6 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+
+from cli.ports import Port, busy
 
 if TYPE_CHECKING:
     from services.settings import Settings
@@ -47,6 +62,12 @@ run_coordinator:
         value:
           applyLimitPerUniqueValue: true
         limit: 1
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: 300
+  cancel_timeout_seconds: 300
+  max_runtime_seconds: 43200
+  poll_interval_seconds: 60
 """
 
 WORKSPACE = """\
@@ -61,6 +82,14 @@ load_from:
 
 GRACE_SECONDS = 15.0
 RESTART_WINDOW = 300.0
+CONFIGURATION_ERROR = 2
+"""Exit status of ``qday serve`` (and ``qday up``) for a problem a restart cannot fix."""
+DEFAULT_DAGSTER_PORT = 3000
+DEFAULT_ANVIL_PORT = 8545
+ANVIL_CHAIN_ID = 31337
+"""The chain id ``mk/devnet.toml`` expects of every EVM endpoint."""
+ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+"""Terminal escape sequences (colours, cursor moves, titles)."""
 
 
 def prepare_dagster_home(data_dir: Path) -> Path:
@@ -100,6 +129,8 @@ class Child:
 
     name: str
     argv: Sequence[str]
+    fatal: frozenset[int] = frozenset()
+    """Exit statuses that stop everything instead of a restart."""
     process: subprocess.Popen | None = None
     starts: deque[float] = field(default_factory=deque)
     next_start: float = 0.0
@@ -119,7 +150,8 @@ class Child:
             text=True,
             errors="replace",
         )
-        self.pump = threading.Thread(target=_pump, args=(self.name, self.process.stdout, out, lock), daemon=True)
+        plain = not _is_terminal(out)
+        self.pump = threading.Thread(target=_pump, args=(self.name, self.process.stdout, out, lock, plain), daemon=True)
         self.pump.start()
         return self.process.pid
 
@@ -134,8 +166,17 @@ class Child:
                 pass
 
 
-def _pump(name: str, stream: Any, out: TextIO, lock: threading.Lock) -> None:
+def _is_terminal(out: TextIO) -> bool:
+    try:
+        return out.isatty() and not os.environ.get("NO_COLOR")
+    except (AttributeError, ValueError):
+        return False
+
+
+def _pump(name: str, stream: Any, out: TextIO, lock: threading.Lock, plain: bool = True) -> None:
     for line in stream:
+        if plain:
+            line = ANSI.sub("", line)
         with lock:
             out.write(f"[{name}] {line}" if line.endswith("\n") else f"[{name}] {line}\n")
             out.flush()
@@ -164,6 +205,9 @@ class Supervisor:
         self._stop.set()
 
     def run(self, poll: float = 0.2) -> int:
+        if self._stop.is_set():  # asked to stop before anything started
+            self.say("stopped")
+            return 0
         for child in self.children:
             pid = child.start(self.env, self.out, self._lock)
             self.say(f"started {child.name} (pid {pid})")
@@ -173,6 +217,11 @@ class Supervisor:
                     continue
                 if child.process is not None and child.next_start == 0.0:
                     code = child.process.returncode
+                    if code in child.fatal:
+                        self.failed = f"{child.name} exited with status {code}"
+                        self.say(f"{self.failed} (a configuration problem, see above); stopping everything")
+                        self._stop.set()
+                        break
                     now = time.monotonic()
                     while child.starts and now - child.starts[0] > RESTART_WINDOW:
                         child.starts.popleft()
@@ -216,8 +265,15 @@ class Supervisor:
         self.say("stopped")
 
 
-def stack_children(settings: Settings, config: Path | None, dagster_home: Path, dagster_port: int) -> list[Child]:
-    """The three programs of ``qday up``."""
+def stack_children(
+    settings: Settings,
+    config: Path | None,
+    dagster_home: Path,
+    dagster_port: int,
+    anvil: Path | None = None,
+    anvil_port: int = DEFAULT_ANVIL_PORT,
+) -> list[Child]:
+    """The programs of ``qday up``: anvil (with ``anvil``), the API, the Dagster webserver and daemon."""
     api = [
         sys.executable,
         "-m",
@@ -233,14 +289,18 @@ def stack_children(settings: Settings, config: Path | None, dagster_home: Path, 
     if config is not None:
         api += ["--config", str(config.resolve())]
     workspace = str(dagster_home / "workspace.yaml")
-    return [
-        Child("api", api),
+    children = [
+        Child("api", api, fatal=frozenset({CONFIGURATION_ERROR})),
         Child(
             "dagster-webserver",
             [_program("dagster-webserver"), "-h", "127.0.0.1", "-p", str(dagster_port), "-w", workspace],
         ),
         Child("dagster-daemon", [_program("dagster-daemon"), "run", "-w", workspace]),
     ]
+    if anvil is not None:
+        node = [str(anvil), "--host", "127.0.0.1", "--port", str(anvil_port), "--chain-id", str(ANVIL_CHAIN_ID)]
+        children.insert(0, Child("anvil", [*node, "--accounts", "10"]))
+    return children
 
 
 def stack_environment(settings: Settings, config: Path | None, dagster_home: Path) -> dict[str, str]:
@@ -254,22 +314,144 @@ def stack_environment(settings: Settings, config: Path | None, dagster_home: Pat
     return env
 
 
-def run_stack(settings: Settings, *, config: Path | None, dagster_port: int, restarts: int) -> int:
-    """Run until Ctrl-C / SIGTERM (exit 0) or until a program keeps dying (exit 1)."""
-    if dagster_port == settings.port:
-        print("qday up: --dagster-port must differ from the API port", file=sys.stderr)
-        return 2
+def env_port(name: str, default: int) -> int:
+    """A port from the environment variable ``name`` (``default`` when unset)."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ValueError(f"{name} must be a port number (1..65535), got {raw!r}")
+    return int(raw)
+
+
+def stack_ports(settings: Settings, dagster_port: int, anvil_port: int | None) -> list[Port]:
+    """Every port the stack listens on, with what moves it."""
+    ports = [
+        Port("API", settings.host, settings.port, "pass --port or set QDAY_PORT"),
+        Port("Dagster webserver", "127.0.0.1", dagster_port, "pass --dagster-port or set QDAY_DAGSTER_PORT"),
+    ]
+    if anvil_port is not None:
+        ports.append(Port("anvil", "127.0.0.1", anvil_port, "pass --anvil-port or set QDAY_ANVIL_PORT"))
+    return ports
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+ORPHAN_MESSAGE = (
+    "no process of this run is alive: the qday up (or other program) running it was stopped; "
+    "marked {status} when qday up started"
+)
+
+
+def fail_orphaned_runs(dagster_home: Path) -> list[str]:
+    """Mark failed (canceled, if it was being canceled) every run of the instance in
+    ``dagster_home`` that its storage says is starting, running or canceling while no
+    process that wrote its events is alive: what stopping ``qday up`` (or a crash) during a
+    run leaves behind. Runs of a live process (``make rescore`` on the same home) are kept.
+    Returns the run ids changed. Call it before the daemon starts."""
+    from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
+
+    if not (dagster_home / "history" / "runs.db").is_file():
+        return []  # a new instance: no runs at all
+    changed = []
+    statuses = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
+    with DagsterInstance.from_config(str(dagster_home)) as instance:
+        for record in instance.get_run_records(RunsFilter(statuses=statuses)):
+            run = record.dagster_run
+            events = instance.get_records_for_run(run.run_id, ascending=False, limit=500).records
+            pids = {
+                e.event_log_entry.dagster_event.pid
+                for e in events
+                if e.event_log_entry.dagster_event is not None and e.event_log_entry.dagster_event.pid
+            }
+            if any(_alive(pid) for pid in pids):
+                continue
+            if run.status == DagsterRunStatus.CANCELING:
+                instance.report_run_canceled(run, ORPHAN_MESSAGE.format(status="canceled"))
+            else:
+                instance.report_run_failed(run, ORPHAN_MESSAGE.format(status="failed"))
+            changed.append(run.run_id)
+    return changed
+
+
+def _fail_orphans_in_child(dagster_home: Path, say: Any) -> None:
+    """``fail_orphaned_runs`` in a short-lived process: Dagster's ~150 MB of imports stay
+    out of the supervisor, which lives as long as the stack."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "cli.supervisor", "fail-orphaned-runs", str(dagster_home)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "DAGSTER_HOME": str(dagster_home)},
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        say("checking for runs left unfinished took too long; skipped (run monitoring will fail them)")
+        return
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        say(f"could not check for runs left unfinished: {last}")
+        return
+    run_ids = done.stdout.split()
+    if run_ids:
+        say(f"marked {len(run_ids)} run(s) left unfinished by an earlier stop as failed: {', '.join(run_ids)}")
+
+
+def run_stack(
+    settings: Settings,
+    *,
+    config: Path | None,
+    dagster_port: int,
+    restarts: int,
+    anvil: Path | None = None,
+    anvil_port: int = DEFAULT_ANVIL_PORT,
+) -> int:
+    """Run until Ctrl-C / SIGTERM (exit 0) or until a program keeps dying (exit 1); exit 2
+    at once, having started nothing, when a port is taken."""
+    chosen = [settings.port, dagster_port] + ([anvil_port] if anvil is not None else [])
+    if len(set(chosen)) != len(chosen):
+        print(f"qday up: the API, Dagster and anvil ports must differ, got {chosen}", file=sys.stderr)
+        return CONFIGURATION_ERROR
+    if anvil is not None and not os.access(anvil, os.X_OK):
+        print(f"qday up: anvil not found at {anvil} (make anvil installs it)", file=sys.stderr)
+        return CONFIGURATION_ERROR
+    blocked = busy(stack_ports(settings, dagster_port, anvil_port if anvil is not None else None))
+    if blocked:
+        print(f"qday up: {blocked}", file=sys.stderr)
+        return CONFIGURATION_ERROR
     home = prepare_dagster_home(settings.data_dir)
     supervisor = Supervisor(
-        stack_children(settings, config, home, dagster_port), stack_environment(settings, config, home), restarts
+        stack_children(settings, config, home, dagster_port, anvil, anvil_port),
+        stack_environment(settings, config, home),
+        restarts,
     )
     previous = {sig: signal.signal(sig, supervisor.request_stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    supervisor.say(f"data: {settings.data_dir.resolve()}")
+    chain = f", anvil on http://127.0.0.1:{anvil_port}" if anvil is not None else ""
     supervisor.say(
-        f"API on http://{settings.host}:{settings.port}/v1, Dagster on http://127.0.0.1:{dagster_port}, "
+        f"API on http://{settings.host}:{settings.port}/v1, Dagster on http://127.0.0.1:{dagster_port}{chain}, "
         f"DAGSTER_HOME={home}"
     )
     try:
+        _fail_orphans_in_child(home, supervisor.say)
         return supervisor.run()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+if __name__ == "__main__":  # python -m cli.supervisor fail-orphaned-runs DAGSTER_HOME (from run_stack)
+    if sys.argv[1:2] == ["fail-orphaned-runs"] and len(sys.argv) == 3:
+        print("\n".join(fail_orphaned_runs(Path(sys.argv[2]))))
+        sys.exit(0)
+    print("usage: python -m cli.supervisor fail-orphaned-runs DAGSTER_HOME", file=sys.stderr)
+    sys.exit(2)

@@ -1,14 +1,13 @@
 # Pipelines and analytics (docs/analytics.md). Included from the Makefile after the
-# variables it defines (VENV, PY, DATA_DIR) and after mk/anvil.mk (bench-rescore needs anvil).
+# variables it defines (VENV, PY, DATA_DIR, PORT, DAGSTER_PORT) and after mk/anvil.mk (bench-rescore needs anvil).
 
-DAGSTER_PORT ?= 3000
-API_PORT ?= 8000
+API_PORT ?= $(PORT)
 RESCORE_CHAINS ?= ethereum bitcoin solana base arbitrum optimism polygon zksync linea scroll mantle blast sonic gnosis celo bsc avalanche cosmos tron
 RESCORE_DATE ?= $(shell date -u +%Y-%m-%d)
 
 .PHONY: up sql rescore test-pipelines bench-rescore
 
-up: install  ## API + Dagster webserver (127.0.0.1:$(DAGSTER_PORT)) + daemon, supervised; Ctrl-C stops all
+up: install  ## API + Dagster webserver (127.0.0.1:DAGSTER_PORT) + daemon, supervised; Ctrl-C stops all
 	$(VENV)/bin/qday up --data-dir $(DATA_DIR) --port $(API_PORT) --dagster-port $(DAGSTER_PORT)
 
 sql: install  ## DuckDB shell over the analytics tables of $(DATA_DIR)

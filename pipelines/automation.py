@@ -10,7 +10,9 @@
   observed since the chain was last scored.
 - ``rescore_watched`` (job, ``CHAIN_DAY``): both phases in one run, by hand (``make
   rescore``); its links see what the other chains of the group observed so far that day.
-- ``chain_readiness_job`` / ``chain_readiness_daily``: the readiness snapshot at 01:30 UTC.
+- ``chain_readiness_job`` / ``chain_readiness_daily``: the readiness snapshot at 01:30 UTC;
+  ``chain_readiness_sensor`` asks for today's snapshot whenever it is missing, so the table
+  is filled within a minute of the first start (and of midnight), not at the next 01:30.
 - ``score_new_watched`` (job) and ``new_watched_sensor``: every 30 s the sensor reads the
   watch-list entries created since its cursor and asks for a run scoring just those, so a
   new address is served within about a minute. A large burst (a bulk import) asks for
@@ -153,6 +155,25 @@ class WatchCursor:
 
 def _run_key(ids: list[str]) -> str:
     return "new-" + hashlib.sha256("\n".join(sorted(ids)).encode()).hexdigest()[:32]
+
+
+READINESS_SENSOR_INTERVAL_SECONDS = 30
+
+
+@sensor(
+    job=readiness_job,
+    minimum_interval_seconds=READINESS_SENSOR_INTERVAL_SECONDS,
+    default_status=DefaultSensorStatus.RUNNING,
+    name="chain_readiness_sensor",
+    description="Asks for today's chain_readiness snapshot when it is missing (first start, a new day).",
+)
+def readiness_sensor(context: SensorEvaluationContext, clock: ClockResource):
+    today = clock.today().isoformat()
+    if _latest(context.instance, chain_readiness.key.to_user_string(), today) is not None:
+        return SkipReason(f"chain_readiness of {today} is there")
+    # one request per day: the run key makes a repeated request a no-op while it runs, and a
+    # failed run waits for the 01:30 schedule (or a run by hand) instead of looping
+    return RunRequest(partition_key=today, run_key=f"readiness-{today}")
 
 
 @sensor(

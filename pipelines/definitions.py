@@ -23,6 +23,7 @@ from pipelines.automation import (
     observed_families_sensor,
     readiness_job,
     readiness_schedule,
+    readiness_sensor,
     rescore_job,
     score_job,
 )
@@ -65,7 +66,7 @@ def build_definitions(
         asset_checks=ALL_CHECKS,
         jobs=[observe_job, score_job, rescore_job, readiness_job, new_addresses_job],
         schedules=[observe_schedule, readiness_schedule],
-        sensors=[new_watched_sensor, observed_families_sensor],
+        sensors=[new_watched_sensor, observed_families_sensor, readiness_sensor],
         resources=resources,
         executor=in_process_executor,
     )

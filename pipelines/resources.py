@@ -200,6 +200,11 @@ class PriceResource(ConfigurableResource):
         """A new source (called on the client's event loop); implemented by each kind."""
         raise NotImplementedError
 
+    def valued(self, environment: Environment, chain: Chain) -> bool:
+        """False where coins have no USD value: the test environment's networks (a price
+        there would turn faucet coins into dollars at risk)."""
+        return environment is Environment.LIVE
+
     @contextmanager
     def open(self) -> Iterator[PriceClient]:
         """An open client, closed (connections released, loop stopped) on exit."""
@@ -214,6 +219,10 @@ class OraclePriceResource(PriceResource):
 
     def source(self) -> PriceData:
         return OraclePriceData(_endpoints(self.config_file))
+
+    def valued(self, environment: Environment, chain: Chain) -> bool:
+        """Also False for a chain served by a local node under another chain id (``make devnet``)."""
+        return _endpoints(self.config_file)[environment].has_market_value(chain)
 
 
 class StaticPriceResource(PriceResource):

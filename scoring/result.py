@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from chains.observation import AccountType, Observation
+from core.clock import iso
 from scoring.frame import UsdPrice, observations_to_frame
 from scoring.model import (
     ACCOUNT_MODEL_FAMILIES,
@@ -71,6 +72,7 @@ class WalletRisk:
     risk_factors: tuple[RiskFactorResult, ...]
     chain_factors: tuple[ChainFactor, ...]
     scoring_version: str
+    price_as_of: datetime | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The spec's camelCase fields; ``balanceAtRiskUsd`` is null when no price is known.
@@ -93,6 +95,7 @@ class WalletRisk:
                 for f in self.chain_factors
             ],
             "scoringVersion": self.scoring_version,
+            "priceAsOf": None if self.price_as_of is None else iso(self.price_as_of),
         }
 
 
@@ -138,6 +141,7 @@ def wallet_risk(row: Mapping[str, Any], readiness: ReadinessData) -> WalletRisk:
         ),
         chain_factors=readiness.chains[row["chain"]].factors,
         scoring_version=row["scoring_version"],
+        price_as_of=row.get("price_as_of") if usd is not None else None,
     )
 
 

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from chains.environment import Environment
-from core.clock import Clock
+from core.clock import Clock, iso
 from core.ids import new_id
+from core.text import UNSAFE_DESCRIPTION, email_form, nfc, unsafe_character
+from services.caps import API_KEY_CAP, API_KEYS, cap_reached
 from services.credentials import ApiKeyCodec, InvalidSession, SessionCodec
 from services.errors import (
     AlreadyRotated,
@@ -19,19 +21,34 @@ from services.errors import (
     NotFound,
     Unauthenticated,
 )
+from services.pagination import Page, PageRequest, keyset_after, keyset_cursor, page_of
 from storage.models import Account, ApiKey, KeyType, Plan
 from storage.repository import Store
 
 _EMAIL = re.compile(r"^[^@\s]{1,64}@[^@\s.]+(\.[^@\s.]+)+$")
 _TOUCH_INTERVAL = timedelta(seconds=60)
+#: The tag of API-key list cursors (``services.pagination``).
+API_KEY_PAGES = "k"
+
+
+def clean_text(value: str, field: str) -> str:
+    """A chosen text (address, name) as stored: NFC. ``InvalidRequest`` naming ``field``
+    when it holds a control or bidirectional-override character (``core.text``)."""
+    char = unsafe_character(value)
+    if char is not None:
+        reason = f"contains {char}: {UNSAFE_DESCRIPTION} are not allowed"
+        raise InvalidRequest(f"invalid request: {reason} (field '{field}')", field=field, reason=reason)
+    return nfc(value)
 
 
 def normalise_email(email: str) -> str:
-    """The stored form of an email (lower case); raises ``InvalidRequest`` when it is
-    not a plausible address."""
-    if len(email) > 254 or not _EMAIL.match(email):
+    """The stored form of an email, the one an account is unique by (``core.text.email_form``:
+    NFC, lower-cased as a whole). Raises ``InvalidRequest`` for a control or
+    bidirectional-override character, or when it is not a plausible address."""
+    normal = email_form(clean_text(email, "email"))
+    if len(normal) > 254 or not _EMAIL.fullmatch(normal):
         raise InvalidRequest("invalid request: not a valid email address (field 'email')", field="email")
-    return email.lower()
+    return normal
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +56,16 @@ class Principal:
     """Who is calling, with which credential.
 
     ``environment`` is None for a session token (it manages keys of both).
+    ``replaced_by`` and ``grace_ends_at`` are set for an API key that was rotated and
+    is in its grace period: it still authenticates, but may not manage API keys.
     """
 
     account: Account
     kind: str  # "secret" | "publishable" | "session"
     credential_id: str
     environment: Environment | None
+    replaced_by: str | None = None
+    grace_ends_at: datetime | None = None
 
     @property
     def rate_key(self) -> str:
@@ -81,14 +102,18 @@ class AccountService:
     # --- accounts -----------------------------------------------------------------
 
     async def register(self, email: str, name: str | None, password_hash: str) -> Account:
-        """Create a free-plan account; raises ``DuplicateEmail`` (ACC_001)."""
+        """Create a free-plan account (address and name normalised, ``clean_text``);
+        raises ``DuplicateEmail`` (ACC_001)."""
+        name = None if name is None else clean_text(name, "name")
         account = Account(new_id("usr"), normalise_email(email), name, Plan.FREE, self._clock.now())
         await self._store.create_account(account, password_hash)
         return account
 
     def stored_password_hash(self, email: str) -> tuple[Account | None, str | None]:
         """The account and password hash for a login attempt (both None when
-        unknown, so the caller still spends one verification)."""
+        unknown, so the caller still spends one verification). An address with a
+        control or bidirectional-override character is an ``InvalidRequest`` (REQ_001)."""
+        clean_text(email, "email")
         try:
             found = self._store.account_by_email(normalise_email(email))
         except InvalidRequest:  # not an email address: no such account
@@ -105,7 +130,7 @@ class AccountService:
         """The principal behind a bearer credential; AUTH_001 for a missing,
         malformed, unknown or expired one, AUTH_002 for a deleted or rotated-out key."""
         if not credential:
-            raise Unauthenticated("missing credential: send 'Authorization: Bearer <API key>'")
+            raise Unauthenticated("missing credential", reason="missing")
         now = self._clock.now()
         if self._sessions.looks_like_session(credential):
             return self._session_principal(credential, now)
@@ -124,6 +149,8 @@ class AccountService:
                 replacedBy=key.replaced_by,
             )
         self._touch(key.id, now)
+        if key.replaced_by is not None:
+            return Principal(account, key.type.value, key.id, key.environment, key.replaced_by, key.expires_at)
         return Principal(account, key.type.value, key.id, key.environment)
 
     def _session_principal(self, token: str, now: datetime) -> Principal:
@@ -145,6 +172,21 @@ class AccountService:
     # --- API keys ------------------------------------------------------------------
 
     @staticmethod
+    def _check_may_manage(principal: Principal) -> None:
+        """A rotated key in its grace period may not create, rotate or delete keys: otherwise
+        the old (possibly leaked) key could delete its own replacement or mint new keys."""
+        if principal.replaced_by is not None:
+            ends = iso(principal.grace_ends_at) if principal.grace_ends_at else None
+            raise CredentialNotAllowed(
+                "this API key was rotated: until its grace period ends it still authenticates, but it"
+                f" cannot create, rotate or delete API keys; use its replacement ({principal.replaced_by})"
+                " or a session token",
+                reason="rotated",
+                replacedBy=principal.replaced_by,
+                graceEndsAt=ends,
+            )
+
+    @staticmethod
     def _check_environment(principal: Principal, environment: Environment) -> None:
         if principal.environment is not None and principal.environment is not environment:
             raise CredentialNotAllowed(
@@ -156,6 +198,7 @@ class AccountService:
         self, principal: Principal, name: str, key_type: KeyType, environment: Environment
     ) -> tuple[ApiKey, str]:
         """A new API key for the caller's account; the full key string is returned once."""
+        self._check_may_manage(principal)
         self._check_environment(principal, environment)
         generated = self._keys.generate(key_type, environment)
         key = ApiKey(
@@ -168,14 +211,19 @@ class AccountService:
             prefix=generated.prefix,
             created_at=self._clock.now(),
         )
-        await self._store.create_api_key(key)
+        if not await self._store.create_api_key(key, API_KEY_CAP):
+            raise cap_reached(API_KEYS, API_KEY_CAP, principal.account.plan)
         return key, generated.key
 
-    def list_keys(self, principal: Principal) -> list[ApiKey]:
-        """The caller's usable keys (only its own environment's when called with a key);
-        keys deleted or past their rotation grace period are not listed."""
-        now = self._clock.now()
-        return [k for k in self._store.list_api_keys(principal.account.id, principal.environment) if k.is_usable(now)]
+    def list_keys(self, principal: Principal, page: PageRequest | None = None) -> Page[ApiKey]:
+        """A page of the caller's usable keys, oldest first (only its own environment's when
+        called with a key); keys deleted or past their rotation grace period are not listed."""
+        page = page or PageRequest()
+        after = keyset_after(API_KEY_PAGES, page.cursor)
+        rows = self._store.list_api_keys(
+            principal.account.id, principal.environment, self._clock.now(), after, page.limit + 1
+        )
+        return page_of(rows, page.limit, lambda k: keyset_cursor(API_KEY_PAGES, k.created_at, k.id))
 
     def _own_key(self, principal: Principal, key_id: str) -> ApiKey:
         key = self._store.get_api_key(principal.account.id, key_id)
@@ -186,6 +234,7 @@ class AccountService:
 
     async def delete_key(self, principal: Principal, key_id: str) -> None:
         """Delete one of the caller's keys, effective immediately and for good."""
+        self._check_may_manage(principal)
         self._own_key(principal, key_id)
         if not await self._store.delete_api_key(principal.account.id, key_id, self._clock.now()):
             raise NotFound(f"no API key {key_id} on this account", id=key_id)
@@ -193,6 +242,7 @@ class AccountService:
     async def rotate_key(self, principal: Principal, key_id: str) -> tuple[ApiKey, str, datetime]:
         """Replace a key with a new one of the same name, type and environment; the
         old one keeps working for the grace period (24 h) and then stops."""
+        self._check_may_manage(principal)
         old = self._own_key(principal, key_id)
         now = self._clock.now()
         if old.replaced_by is not None:

@@ -66,3 +66,8 @@ class InvalidCombination(DomainError):
 
 class KeyGenerationFailed(DomainError):
     """Key generation failed inside the service; nothing was stored."""
+
+
+class PlanCapReached(DomainError):
+    """The account's plan allows no more of something (watched addresses, API keys);
+    ``details``: ``cap`` (what), ``limit`` (how many the plan allows), ``plan``."""

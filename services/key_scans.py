@@ -10,14 +10,14 @@ form exposes every form (``chains.evidence``), except that a P2TR output key is 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import msgspec
 
-from chains.clients.prices import Price, PriceOracle
+from chains.clients.prices import Price
 from chains.environment import Environment
 from chains.evidence import Coverage, shared_evidence, with_family
 from chains.keys import KeyAddress, KeyType, PublicKey, key_addresses, parse_public_key
@@ -31,7 +31,7 @@ from scoring.readiness import ReadinessData
 from scoring.records import scored_scan
 from services.accounts import Principal, environment_of
 from services.observer import ChainObserver
-from services.scans import PRICE_WAIT_SECONDS
+from services.pricing import ScanPrices
 from storage.models import KeyScanResult
 from storage.repository import ScanStore
 
@@ -70,7 +70,7 @@ class KeyScanService:
         self,
         store: ScanStore,
         observer: ChainObserver,
-        prices: Mapping[Environment, PriceOracle],
+        prices: ScanPrices,
         clock: Clock,
         ttl_seconds: int,
         readiness: ReadinessData | None = None,
@@ -156,13 +156,13 @@ class KeyScanService:
             limits=limits,
         )
         active = [f for f in forms if f.observation is not None and f.observation.has_activity]
-        prices = await self._prices_for(env, {f.observation.symbol for f in active if f.observation is not None})
+        prices = await self._prices_for(env, {f.place.chain for f in active})
         scans: dict[int, dict[str, Any]] = {}
         usd: list[float | None] = []
         for f in active:
             assert f.observation is not None
             merged = with_family(f.observation, [o for o in seen if o is not f.observation])
-            risk = score_observation(merged, prices.get(merged.symbol), self._readiness)
+            risk = score_observation(merged, prices.get(f.place.chain), self._readiness)
             scans[id(f)] = _DECODER.decode(scored_scan(merged, risk, now, coverage).result)
             usd += [risk.balance_at_risk_usd] if merged.balance else []
         worst = max(scans.values(), key=lambda s: s["riskValue"], default=None)
@@ -196,6 +196,6 @@ class KeyScanService:
         data_as_of = min((o.observed_at for o in seen), default=now)
         return body, data_as_of
 
-    async def _prices_for(self, env: Environment, symbols: set[str]) -> dict[str, Price]:
-        found = await asyncio.gather(*(self._prices[env].price(s, PRICE_WAIT_SECONDS) for s in symbols))
-        return {s: p for s, p in zip(symbols, found, strict=True) if p is not None}
+    async def _prices_for(self, env: Environment, chains: set[Chain]) -> dict[Chain, Price]:
+        found = await asyncio.gather(*(self._prices.price(env, chain) for chain in chains))
+        return {chain: p for chain, p in zip(chains, found, strict=True) if p is not None}

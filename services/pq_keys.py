@@ -14,12 +14,15 @@ from core.clock import Clock
 from core.ids import new_id
 from services.accounts import Principal, environment_of
 from services.errors import ChallengeInvalid, InvalidCombination
+from services.pagination import Page, PageRequest, keyset_after, keyset_cursor, page_of
 from services.statements import RegistrationClaims, read_registration_challenge, registration_challenge
 from storage.models import KeyOrigin, PqKey
 from storage.repository import AttestationStore
 
 #: Chains ``POST /v1/keys/generate`` accepts (the spec's list).
 KEYGEN_CHAINS = ("ethereum", "bitcoin", "solana", "polygon", "avalanche")
+#: The tag of registered-key list cursors (``services.pagination``).
+PQ_KEY_PAGES = "p"
 
 
 def keygen_chain(name: str) -> str:
@@ -114,6 +117,9 @@ class PqKeyService:
         """Register a key whose possession was proven (idempotent)."""
         return await self._store.add_pq_key(self._pq_key(principal, algorithm, chain, public_key, KeyOrigin.REGISTERED))
 
-    def list_keys(self, principal: Principal) -> list[PqKey]:
-        """The caller's registered keys in its environment."""
-        return self._store.list_pq_keys(principal.account.id, environment_of(principal))
+    def list_keys(self, principal: Principal, page: PageRequest | None = None) -> Page[PqKey]:
+        """A page of the caller's registered keys in its environment, oldest first."""
+        page = page or PageRequest()
+        after = keyset_after(PQ_KEY_PAGES, page.cursor)
+        rows = self._store.list_pq_keys(principal.account.id, environment_of(principal), after, page.limit + 1)
+        return page_of(rows, page.limit, lambda k: keyset_cursor(PQ_KEY_PAGES, k.created_at, k.id))

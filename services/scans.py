@@ -8,11 +8,9 @@ kept per tenant and environment (see docs/security.md for why not shared).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from chains.clients.prices import PriceOracle
 from chains.codecs.address import Address
 from chains.codecs.detect import detect_chains, parse_address
 from chains.environment import Environment
@@ -20,20 +18,19 @@ from chains.errors import AddressNotFound
 from chains.registry import Chain, parse_chain
 from core.clock import Clock
 from core.ids import new_id
+from core.text import UNSAFE_DESCRIPTION, nfc, unsafe_character
 from scoring import load_readiness, score_observation
 from scoring.model import SCORING_VERSION
 from scoring.readiness import ReadinessData
 from services.accounts import Principal, environment_of
+from services.caps import DEFAULT_ENTERPRISE_WATCH_CAP, WATCHLIST, cap_reached, watch_cap
 from services.errors import InvalidRequest, NotFound
 from services.observer import ChainObserver
-from storage.models import ScanResult, WatchedAddress
+from services.pagination import Page, PageRequest, keyset_after, keyset_cursor, page_of
+from services.pricing import ScanPrices
+from storage.models import Plan, ScanResult, WatchedAddress
 from storage.repository import ScanStore
 from storage.scan_records import scan_record
-
-#: How long a scan waits for each live price source before the next one (the static
-#: file) answers. The price feeds live on the Ethereum endpoint: without this bound, a
-#: hung Ethereum RPC would hold every chain's scans for its whole retry budget.
-PRICE_WAIT_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +43,8 @@ class ScanOutcome:
 
 #: Longest label a watch-list entry may carry (the API model says the same).
 MAX_LABEL_LENGTH = 200
+#: The tag of watch-list cursors (``services.pagination``).
+WATCHLIST_PAGES = "w"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -71,11 +70,30 @@ def watch_entry(
 ) -> WatchedAddress:
     """A new watch-list entry for an address in its canonical form: the one rule the
     API and ``qday watch import`` share. ``InvalidAddress`` / ``UnsupportedChain`` for
-    addresses and chains, ``InvalidRequest`` for an over-long label."""
+    addresses and chains, ``InvalidRequest`` for an over-long label or one holding control
+    or bidirectional-override characters (stored in NFC)."""
+    if label is not None:
+        char = unsafe_character(label)
+        if char is not None:
+            raise InvalidRequest(f"label holds {char}; refused: {UNSAFE_DESCRIPTION}", field="label")
+        label = nfc(label)
     if label is not None and len(label) > MAX_LABEL_LENGTH:
         raise InvalidRequest(f"label is longer than {MAX_LABEL_LENGTH} characters", field="label")
     target = resolve_address(address, chain, environment)
     return WatchedAddress(new_id("wat"), account_id, environment, target.chain.value, str(target), label, at)
+
+
+async def watch_within_cap(
+    store: ScanStore, entry: WatchedAddress, plan: Plan, enterprise_cap: int = DEFAULT_ENTERPRISE_WATCH_CAP
+) -> WatchedAddress:
+    """Store a watch-list entry (``watch_entry``) unless its account's plan cap is reached
+    (``PlanCapReached``); an address already watched is returned and never counts. The
+    store counts and inserts in one transaction. The API and ``qday watch import`` share it."""
+    cap = watch_cap(plan, enterprise_cap)
+    stored = await store.watch(entry, cap)
+    if stored is None:
+        raise cap_reached(WATCHLIST, cap, plan)
+    return stored
 
 
 def candidate_chains(address: str, environment: Environment) -> list[Chain]:
@@ -90,7 +108,7 @@ class ScanService:
         self,
         store: ScanStore,
         observer: ChainObserver,
-        prices: Mapping[Environment, PriceOracle],
+        prices: ScanPrices,
         clock: Clock,
         ttl_seconds: int,
         pipeline_ttl_seconds: int,
@@ -127,7 +145,7 @@ class ScanService:
         observation, coverage = await self._observer.family(env, target)
         if not observation.has_activity and not observation.evidence:
             raise AddressNotFound(f"{text} has no activity on {chain_id.value}", chain=chain_id.value, address=text)
-        price = await self._prices[env].price(observation.symbol, PRICE_WAIT_SECONDS)
+        price = await self._prices.price(env, chain_id)
         risk = score_observation(observation, price, self._readiness)
         record = scan_record(observation, risk, principal.account.id, env, now, "api", coverage)
         await self._store.save_results([record])
@@ -135,14 +153,26 @@ class ScanService:
 
     # --- watch list ---------------------------------------------------------------------
 
-    async def watch(self, principal: Principal, address: str, chain: str | None, label: str | None) -> WatchedAddress:
-        """Add an address (validated, canonical form) to the caller's watch list."""
-        entry = watch_entry(principal.account.id, environment_of(principal), address, chain, label, self._clock.now())
-        return await self._store.watch(entry)
+    async def watch(
+        self,
+        principal: Principal,
+        address: str,
+        chain: str | None,
+        label: str | None,
+        enterprise_cap: int = DEFAULT_ENTERPRISE_WATCH_CAP,
+    ) -> WatchedAddress:
+        """Add an address (validated, canonical form) to the caller's watch list, within
+        the plan's cap (``PlanCapReached``; an address already watched never counts)."""
+        account = principal.account
+        entry = watch_entry(account.id, environment_of(principal), address, chain, label, self._clock.now())
+        return await watch_within_cap(self._store, entry, account.plan, enterprise_cap)
 
-    def watchlist(self, principal: Principal) -> list[WatchedAddress]:
-        """The caller's watched addresses."""
-        return self._store.watchlist(principal.account.id, environment_of(principal))
+    def watchlist(self, principal: Principal, page: PageRequest | None = None) -> Page[WatchedAddress]:
+        """A page of the caller's watched addresses, oldest first."""
+        page = page or PageRequest()
+        after = keyset_after(WATCHLIST_PAGES, page.cursor)
+        rows = self._store.watchlist(principal.account.id, environment_of(principal), after, page.limit + 1)
+        return page_of(rows, page.limit, lambda w: keyset_cursor(WATCHLIST_PAGES, w.created_at, w.id))
 
     async def unwatch(self, principal: Principal, entry_id: str) -> None:
         """Stop watching an address (REQ_005 when it is not the caller's)."""

@@ -42,6 +42,8 @@ class Settings:
     session_ttl_seconds: int = 12 * 3600
     rotation_grace_seconds: int = 24 * 3600
     max_body_bytes: int = 64 * 1024
+    #: Total time a client has to send a request's headers and body (slow clients: 408).
+    request_timeout_seconds: int = 30
     #: Multiplies every rate limit (load tests, fuzzing); 1 in production.
     rate_limit_multiplier: float = 1.0
     #: Length of the fixed rate-limit windows (aligned on multiples of it since the epoch);
@@ -49,10 +51,14 @@ class Settings:
     rate_window_seconds: int = 60
     #: Per-minute limits of the ``enterprise`` plan ("custom" in the spec).
     enterprise_limit_factor: int = 10
+    #: Addresses an ``enterprise`` account may watch (``services.caps`` has the other plans').
+    enterprise_watch_cap: int = 10_000_000
     #: Honour ``X-Forwarded-For`` only from these proxy addresses.
     trusted_proxies: tuple[str, ...] = ()
     #: ``FULL`` survives power loss; ``NORMAL`` only process crashes.
     sqlite_synchronous: str = "FULL"
+    #: Where the Dagster UI of ``qday up`` is, for the links of the home page.
+    dagster_url: str = "http://127.0.0.1:3000"
     #: Service name written into attestation statements (binds them to this service).
     public_domain: str = "qday.local"
     #: Lifetime of key-registration challenges and attestation statements.
@@ -175,6 +181,8 @@ def _validate(s: Settings) -> Settings:
         raise SettingsError("session_ttl_seconds must be at least 60")
     if s.rotation_grace_seconds < 0:
         raise SettingsError("rotation_grace_seconds must not be negative")
+    if not 2 <= s.request_timeout_seconds <= 300:
+        raise SettingsError("request_timeout_seconds must be between 2 and 300")
     if not 1024 <= s.max_body_bytes <= 16 * 1024 * 1024:
         raise SettingsError("max_body_bytes must be between 1 KiB and 16 MiB")
     if s.rate_limit_multiplier <= 0:
@@ -185,6 +193,8 @@ def _validate(s: Settings) -> Settings:
         raise SettingsError("rate_window_seconds must be between 60 and 86400 (the limits are per window)")
     if s.enterprise_limit_factor < 1:
         raise SettingsError("enterprise_limit_factor must be at least 1")
+    if not 1 <= s.enterprise_watch_cap <= 1_000_000_000:
+        raise SettingsError("enterprise_watch_cap must be between 1 and 1000000000")
     if not 10 <= s.challenge_ttl_seconds <= 86400:
         raise SettingsError("challenge_ttl_seconds must be between 10 and 86400")
     if not s.public_domain or any(c.isspace() for c in s.public_domain):

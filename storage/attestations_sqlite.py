@@ -6,9 +6,9 @@ import sqlite3
 from datetime import datetime
 
 from chains.environment import Environment
-from storage.models import Attestation, AttestationChallenge, KeyOrigin, PqKey
+from storage.models import Attestation, AttestationChallenge, KeyOrigin, Keyset, PqKey
 from storage.row_cache import RowCache
-from storage.sqlite_db import Row, dt, insert_or_get, ts
+from storage.sqlite_db import Row, dt, insert_or_get, page_clause, ts
 from storage.writers import DirectWriter, Writer
 
 _PQ_COLUMNS = "id, account_id, environment, algorithm, chain, public_key, fingerprint, origin, created_at"
@@ -81,11 +81,15 @@ class SqliteAttestationStore:
         ).fetchone()
         return None if row is None else self._keys.remember(lookup, _pq_key(row))
 
-    def list_pq_keys(self, account_id: str, environment: Environment) -> list[PqKey]:
-        """The account's registered keys in one environment, oldest first."""
+    def list_pq_keys(
+        self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
+    ) -> list[PqKey]:
+        """The account's registered keys in one environment, oldest first: those after
+        the (created_at, id) position ``after``, at most ``limit`` (None: all)."""
+        tail, args = page_clause(after, limit)
         rows = self._conn.execute(
-            f"SELECT {_PQ_COLUMNS} FROM pq_keys WHERE account_id = ? AND environment = ? ORDER BY created_at, id",
-            (account_id, environment.value),
+            f"SELECT {_PQ_COLUMNS} FROM pq_keys WHERE account_id = ? AND environment = ?{tail}",
+            (account_id, environment.value, *args),
         )
         return [_pq_key(r) for r in rows]
 

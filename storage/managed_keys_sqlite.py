@@ -242,14 +242,27 @@ class SqliteManagedKeyStore:
 
         return await self._writer.write(erase)
 
-    def events(self, account_id: str, environment: Environment, key_id: str) -> list[ManagedKeyEvent]:
-        """The key's audit log, oldest first."""
-        rows = self._conn.execute(
-            f"SELECT {_EVENT_COLUMNS} FROM managed_key_events WHERE key_id = ? AND account_id = ? AND environment = ?"
-            " ORDER BY seq",
-            (key_id, account_id, environment.value),
-        )
-        return [_event(r) for r in rows]
+    def events(
+        self,
+        account_id: str,
+        environment: Environment,
+        key_id: str,
+        after_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[ManagedKeyEvent]:
+        """The key's audit log, oldest first (in the order the log was written): the
+        events after the event ``after_id`` of this key (none when it is not one of
+        them), at most ``limit`` (None: all)."""
+        sql = f"SELECT {_EVENT_COLUMNS} FROM managed_key_events WHERE key_id = ? AND account_id = ? AND environment = ?"
+        args: tuple[object, ...] = (key_id, account_id, environment.value)
+        if after_id is not None:
+            sql += " AND seq > (SELECT seq FROM managed_key_events WHERE id = ? AND key_id = ?)"
+            args += (after_id, key_id)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args += (limit,)
+        return [_event(r) for r in self._conn.execute(sql, args)]
 
     def verify_event_chain(self, account_id: str) -> bool:
         """True when every event of the account chains to the one before it."""

@@ -8,6 +8,9 @@ from datetime import datetime
 
 from chains.environment import Environment
 
+#: A position in a list ordered by (created_at, id): the last row of a page.
+Keyset = tuple[datetime, str]
+
 
 class Plan(enum.StrEnum):
     """Subscription plans, as stored and reported in the ``plan`` field."""

@@ -16,6 +16,7 @@ from storage.models import (
     Attestation,
     AttestationChallenge,
     KeyScanResult,
+    Keyset,
     ManagedKey,
     ManagedKeyEvent,
     ManagedKeyUsage,
@@ -41,8 +42,10 @@ class Store(Protocol):
     def set_plan(self, email: str, plan: Plan) -> Account:
         """Change an account's plan; raises ``AccountNotFound``."""
 
-    async def create_api_key(self, key: ApiKey) -> None:
-        """Insert a new API key record."""
+    async def create_api_key(self, key: ApiKey, cap: int | None = None) -> bool:
+        """Insert a new API key record; with ``cap``, only while the account has fewer than
+        ``cap`` current keys (not deleted, rotated out or expired), counted in the same
+        transaction. False (nothing stored) at the cap."""
 
     def api_key_by_hash(self, key_hash: bytes) -> tuple[ApiKey, Account] | None:
         """The key whose keyed hash matches, with its owner (deleted keys included)."""
@@ -50,8 +53,16 @@ class Store(Protocol):
     def get_api_key(self, account_id: str, key_id: str) -> ApiKey | None:
         """One of the account's keys by id (None for another account's key)."""
 
-    def list_api_keys(self, account_id: str, environment: Environment | None) -> list[ApiKey]:
-        """The account's keys that are not deleted, oldest first."""
+    def list_api_keys(
+        self,
+        account_id: str,
+        environment: Environment | None,
+        usable_at: datetime | None = None,
+        after: Keyset | None = None,
+        limit: int | None = None,
+    ) -> list[ApiKey]:
+        """The account's keys that are not deleted (nor, with ``usable_at``, expired by
+        then), oldest first; after the (created_at, id) position ``after``, at most ``limit``."""
 
     async def delete_api_key(self, account_id: str, key_id: str, at: datetime) -> bool:
         """Mark the key deleted at ``at``; False when it is not the account's live key."""
@@ -82,8 +93,11 @@ class AttestationStore(Protocol):
     ) -> PqKey | None:
         """The account's registered key with this algorithm and fingerprint."""
 
-    def list_pq_keys(self, account_id: str, environment: Environment) -> list[PqKey]:
-        """The account's registered keys in one environment, oldest first."""
+    def list_pq_keys(
+        self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
+    ) -> list[PqKey]:
+        """The account's registered keys in one environment, oldest first; after the
+        (created_at, id) position ``after``, at most ``limit`` (None: all)."""
 
     async def add_challenge(self, challenge: AttestationChallenge) -> None:
         """Store a newly issued challenge."""
@@ -105,14 +119,22 @@ class AttestationStore(Protocol):
 class ScanStore(Protocol):
     """Watch lists and latest scan results, scoped by account and environment."""
 
-    async def watch(self, entry: WatchedAddress) -> WatchedAddress:
-        """Add an address to a watch list; the existing entry when already watched."""
+    async def watch(self, entry: WatchedAddress, cap: int | None = None) -> WatchedAddress | None:
+        """Add an address to a watch list; the existing entry when already watched. With
+        ``cap``: None (nothing stored) when the address is new and the account already
+        watches ``cap`` addresses, counted in the adding transaction."""
 
     async def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
         """Remove an entry; False when it is not the account's."""
 
-    def watchlist(self, account_id: str, environment: Environment) -> list[WatchedAddress]:
-        """The account's watched addresses in one environment, oldest first."""
+    def watchlist(
+        self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
+    ) -> list[WatchedAddress]:
+        """The account's watched addresses in one environment, oldest first; after the
+        (created_at, id) position ``after``, at most ``limit`` (None: all)."""
+
+    def watch_count(self, account_id: str) -> int:
+        """How many addresses the account watches (both environments)."""
 
     def all_watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
         """Every watched address of every tenant (for the pipelines), optionally only
@@ -171,8 +193,16 @@ class ManagedKeyStore(Protocol):
         """Erase the key's material and mark it destroyed, with its event; False
         when it is not (or no longer) due."""
 
-    def events(self, account_id: str, environment: Environment, key_id: str) -> list[ManagedKeyEvent]:
-        """The key's audit log, oldest first."""
+    def events(
+        self,
+        account_id: str,
+        environment: Environment,
+        key_id: str,
+        after_id: str | None = None,
+        limit: int | None = None,
+    ) -> list[ManagedKeyEvent]:
+        """The key's audit log, oldest first: the events after its event ``after_id``
+        (none when that is not one of them), at most ``limit`` (None: all)."""
 
     def verify_event_chain(self, account_id: str) -> bool:
         """True when the account's audit log hashes chain up unbroken."""
@@ -197,9 +227,11 @@ class ManagedKeyStore(Protocol):
 class WindowCounters(Protocol):
     """Rate-limit counters several API workers share (exact across processes)."""
 
-    def count(self, buckets: tuple[str, ...], start: int, prune_before: int) -> list[int]:
-        """Add one to each bucket's count in the window starting at ``start`` and return
-        the new counts, atomically; windows before ``prune_before`` may be forgotten."""
+    def admit(self, buckets: tuple[str, ...], start: int, limit: int, prune_before: int) -> list[int]:
+        """Each bucket's count in the window starting at ``start`` before this request; one
+        is added to every bucket when all of them were below ``limit``, to none otherwise,
+        atomically (a refused request uses up no bucket). Windows before ``prune_before``
+        may be forgotten."""
         ...
 
     def close(self) -> None:

@@ -12,9 +12,9 @@ from typing import Final
 from chains.environment import Environment
 from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.group_commit import GroupCommitWriter
-from storage.models import KeyScanResult, ScanResult, WatchedAddress
+from storage.models import KeyScanResult, Keyset, ScanResult, WatchedAddress
 from storage.row_cache import RowCache
-from storage.sqlite_db import Row, dt, insert_or_get, open_database, ts
+from storage.sqlite_db import Row, dt, insert_or_get, open_database, page_clause, ts
 from storage.writers import DirectWriter, Writer
 
 _WATCH_COLUMNS = "id, account_id, environment, chain, address, label, created_at"
@@ -58,6 +58,21 @@ def _insert_watched(c: sqlite3.Connection, entry: WatchedAddress) -> WatchedAddr
     return _watched(row)
 
 
+def _insert_watched_within(c: sqlite3.Connection, entry: WatchedAddress, cap: int | None) -> WatchedAddress | None:
+    if cap is not None:
+        existing = c.execute(
+            f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ? AND chain = ?"
+            " AND address = ?",
+            (entry.account_id, entry.environment.value, entry.chain, entry.address),
+        ).fetchone()
+        if existing is not None:
+            return _watched(existing)
+        row = c.execute("SELECT n FROM watch_counts WHERE account_id = ?", (entry.account_id,)).fetchone()
+        if row is not None and row[0] >= cap:
+            return None
+    return _insert_watched(c, entry)
+
+
 class SqliteScanStore:
     """Watch lists and scan results; writes go through the group-commit writer when
     there is one (the API's; the pipelines publish thousands of results at once),
@@ -77,9 +92,14 @@ class SqliteScanStore:
         self._results_watch = StampWatch(self._beacon, Topic.SCANS)
         self._results: RowCache[tuple[str, Environment, str, str], ScanResult] = RowCache(self._RESULT_CACHE_SIZE)
 
-    async def watch(self, entry: WatchedAddress) -> WatchedAddress:
-        """Add an address to a watch list; the existing entry when already watched."""
-        return await self._writer.write(lambda c: _insert_watched(c, entry))
+    async def watch(self, entry: WatchedAddress, cap: int | None = None) -> WatchedAddress | None:
+        """Add an address to a watch list; the existing entry when already watched.
+
+        With ``cap``: None (nothing stored) when the address is new and the account
+        already watches ``cap`` addresses (both environments). The count is read in the
+        adding transaction, under the write lock, so concurrent adds cannot overshoot;
+        an address already watched is returned whatever the count."""
+        return await self._writer.write(lambda c: _insert_watched_within(c, entry, cap))
 
     async def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
         """Remove an entry; False when it is not the account's."""
@@ -93,13 +113,22 @@ class SqliteScanStore:
 
         return await self._writer.write(delete)
 
-    def watchlist(self, account_id: str, environment: Environment) -> list[WatchedAddress]:
-        """The account's watched addresses in one environment, oldest first."""
+    def watchlist(
+        self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
+    ) -> list[WatchedAddress]:
+        """The account's watched addresses in one environment, oldest first: those after
+        the (created_at, id) position ``after``, at most ``limit`` (None: all)."""
+        tail, args = page_clause(after, limit)
         rows = self._conn.execute(
-            f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ? ORDER BY created_at, id",
-            (account_id, environment.value),
+            f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ?{tail}",
+            (account_id, environment.value, *args),
         )
         return [_watched(r) for r in rows]
+
+    def watch_count(self, account_id: str) -> int:
+        """How many addresses the account watches (both environments)."""
+        row = self._conn.execute("SELECT n FROM watch_counts WHERE account_id = ?", (account_id,)).fetchone()
+        return 0 if row is None else int(row[0])
 
     def all_watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
         """Every watched address of every tenant, optionally only newer ones."""

@@ -12,11 +12,12 @@ import sqlite3
 from datetime import datetime
 
 from chains.environment import Environment
+from core.text import email_form
 from storage.beacon import ChangeBeacon, StampWatch, Topic
 from storage.errors import AccountNotFound, DuplicateEmail
-from storage.models import Account, ApiKey, KeyType, Plan
+from storage.models import Account, ApiKey, Keyset, KeyType, Plan
 from storage.row_cache import RowCache
-from storage.sqlite_db import Row, dt, ts, write_transaction
+from storage.sqlite_db import Row, dt, page_clause, ts, write_transaction
 from storage.writers import DirectWriter, Writer
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,14 @@ def _api_key(row: Row) -> ApiKey:
         deleted_at=dt(row[10]),
         replaced_by=row[11],
     )
+
+
+#: The account's current keys at a time: not deleted, not replaced by a rotation (the
+#: replacement counts instead), not expired. What the API-key cap counts.
+_CURRENT_KEYS = (
+    "SELECT COUNT(*) FROM api_keys WHERE account_id = ? AND deleted_at IS NULL AND replaced_by IS NULL"
+    " AND (expires_at IS NULL OR expires_at > ?)"
+)
 
 
 def _touch(c: sqlite3.Connection, key_id: str, at: datetime) -> None:
@@ -101,9 +110,10 @@ class SqliteStore:
             raise DuplicateEmail("an account with this email already exists", field="email") from None
 
     def account_by_email(self, email: str) -> tuple[Account, str] | None:
-        """The account with this (normalised) email and its password hash."""
+        """The account with this email (compared in ``email_form``) and its password hash."""
         row = self._conn.execute(
-            "SELECT id, email, name, plan, created_at, password_hash FROM accounts WHERE email = ?", (email,)
+            "SELECT id, email, name, plan, created_at, password_hash FROM accounts WHERE email = ?",
+            (email_form(email),),
         ).fetchone()
         return None if row is None else (_account(row), row[5])
 
@@ -115,20 +125,33 @@ class SqliteStore:
         return None if row is None else _account(row)
 
     def set_plan(self, email: str, plan: Plan) -> Account:
-        """Change an account's plan; raises ``AccountNotFound``."""
+        """Change the plan of the account with this email (compared in ``email_form``);
+        raises ``AccountNotFound``."""
         with write_transaction(self._conn) as c:
             row = c.execute(
                 "UPDATE accounts SET plan = ? WHERE email = ? RETURNING id, email, name, plan, created_at",
-                (plan.value, email),
+                (plan.value, email_form(email)),
             ).fetchone()
         if row is None:
             raise AccountNotFound(f"no account with email {email}", email=email)
         self._beacon.announce(Topic.AUTH)
         return _account(row)
 
-    async def create_api_key(self, key: ApiKey) -> None:
-        """Insert a new API key record."""
-        await self._writer.write(lambda c: self._insert_key(c, key))
+    async def create_api_key(self, key: ApiKey, cap: int | None = None) -> bool:
+        """Insert a new API key record; with ``cap``, only while the account has fewer
+        than ``cap`` current keys (``_CURRENT_KEYS``: not deleted, not rotated out, not
+        expired at ``key.created_at``), counted in the inserting transaction so that
+        concurrent creations cannot overshoot. False (nothing stored) at the cap."""
+
+        def insert(c: sqlite3.Connection) -> bool:
+            if cap is not None:
+                (count,) = c.execute(_CURRENT_KEYS, (key.account_id, ts(key.created_at))).fetchone()
+                if count >= cap:
+                    return False
+            self._insert_key(c, key)
+            return True
+
+        return await self._writer.write(insert)
 
     @staticmethod
     def _insert_key(c: sqlite3.Connection, key: ApiKey) -> None:
@@ -172,14 +195,27 @@ class SqliteStore:
         ).fetchone()
         return None if row is None else _api_key(row)
 
-    def list_api_keys(self, account_id: str, environment: Environment | None) -> list[ApiKey]:
-        """The account's keys that are not deleted, oldest first."""
+    def list_api_keys(
+        self,
+        account_id: str,
+        environment: Environment | None,
+        usable_at: datetime | None = None,
+        after: Keyset | None = None,
+        limit: int | None = None,
+    ) -> list[ApiKey]:
+        """The account's keys that are not deleted (nor, with ``usable_at``, expired by
+        then), oldest first: those after the (created_at, id) position ``after``, at most
+        ``limit`` (None: all)."""
         sql = f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE account_id = ? AND deleted_at IS NULL"
         args: tuple[object, ...] = (account_id,)
         if environment is not None:
             sql += " AND environment = ?"
             args += (environment.value,)
-        return [_api_key(r) for r in self._conn.execute(sql + " ORDER BY created_at, id", args)]
+        if usable_at is not None:
+            sql += " AND (expires_at IS NULL OR expires_at > ?)"
+            args += (ts(usable_at),)
+        tail, page_args = page_clause(after, limit)
+        return [_api_key(r) for r in self._conn.execute(sql + tail, args + page_args)]
 
     async def delete_api_key(self, account_id: str, key_id: str, at: datetime) -> bool:
         """Mark the key deleted at ``at``; False when it is not the account's live key."""

@@ -4,7 +4,10 @@ builds on these; nothing here knows a table but ``schema_migrations``."""
 
 from __future__ import annotations
 
+import logging
+import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -14,7 +17,14 @@ from typing import Any, overload
 
 from storage.errors import StoreUnavailable
 
+log = logging.getLogger(__name__)
+
 _BUSY_TIMEOUT_MS = 5000
+#: The umask of qday's processes (``qday serve``, ``qday up`` and the programs it runs):
+#: what they create is their owner's alone, folders 0700 and files 0600.
+PRIVATE_UMASK = 0o077
+#: The files SQLite keeps beside a database; it creates them with the database's mode.
+_SIDE_FILES = ("-wal", "-shm", "-journal")
 #: A connection to the operational store (the type callers above storage may name).
 Connection = sqlite3.Connection
 #: A row as SQLite returns it.
@@ -39,9 +49,42 @@ def dt(value: str | None) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
 
 
+def make_private(path: Path) -> None:
+    """Take group and other access away from ``path`` (a folder keeps at most 0700, a
+    file 0600). Left as it is: a missing path, one another user owns, a sticky shared
+    folder such as /tmp; a refused change is logged, not raised."""
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return
+    mode = stat.S_IMODE(found.st_mode)
+    if not mode & 0o077 or mode & stat.S_ISVTX or found.st_uid != os.geteuid():
+        return
+    try:
+        os.chmod(path, mode & 0o700)
+    except OSError as exc:
+        log.warning("could not make %s owner-only (mode %o): %s", path, mode, exc)
+
+
+def _private_database(path: Path) -> None:
+    """The folder of a SQLite file (the data directory) and the file owner-only before
+    SQLite opens it: SQLite gives the ``-wal``, ``-shm`` and ``-journal`` files it creates
+    later the database file's mode. Files an older version left readable are fixed too."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private(path.parent)
+    if not path.exists():
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        except FileExistsError:  # another process created it meanwhile
+            pass
+    for file in (path, *(path.with_name(path.name + suffix) for suffix in _SIDE_FILES)):
+        make_private(file)
+
+
 def connect(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
-    """Open a SQLite file for concurrent multi-process use (WAL, busy timeout)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Open a SQLite file for concurrent multi-process use (WAL, busy timeout), with its
+    folder and files owner-only (``_private_database``)."""
+    _private_database(path)
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=_BUSY_TIMEOUT_MS / 1000)
     conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA journal_mode = WAL")
@@ -128,6 +171,23 @@ def insert_or_get(
     where = " AND ".join(f"{name} = ?" for name in unique)
     stored: Row = c.execute(f"SELECT {columns} FROM {table} WHERE {where}", unique_values).fetchone()
     return stored
+
+
+def page_clause(after: tuple[datetime, str] | None, limit: int | None) -> tuple[str, tuple[object, ...]]:
+    """The tail of a keyset-paged list query on ``(created_at, id)``: rows after the
+    position ``after`` (exclusive), oldest first, at most ``limit`` of them (None: all).
+    Appended to a ``WHERE`` clause; with an index ending in ``(created_at, id)`` each page
+    is one index range, and rows added meanwhile never shift a page (no OFFSET)."""
+    sql = ""
+    args: tuple[object, ...] = ()
+    if after is not None:
+        sql += " AND (created_at, id) > (?, ?)"
+        args = (ts(after[0]), after[1])
+    sql += " ORDER BY created_at, id"
+    if limit is not None:
+        sql += " LIMIT ?"
+        args += (limit,)
+    return sql, args
 
 
 def open_database(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:

@@ -7,8 +7,23 @@ from typing import Annotated, Literal
 import msgspec
 from msgspec import Meta
 
-Name = Annotated[str, Meta(min_length=1, max_length=200, description="Human-readable label")]
-Email = Annotated[str, Meta(min_length=3, max_length=254, description="Account email (case-insensitive)")]
+Name = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=200,
+        description="Human-readable label; stored in NFC; control and bidi-override characters: REQ_001",
+    ),
+]
+Email = Annotated[
+    str,
+    Meta(
+        min_length=3,
+        max_length=254,
+        description="Account email: one account per address in NFC, lower-cased as a whole; "
+        "control and bidi-override characters: REQ_001",
+    ),
+]
 Password = Annotated[str, Meta(max_length=4096, description="At least 12 characters (ACC_003 otherwise)")]
 Timestamp = Annotated[str, Meta(description="ISO 8601 UTC timestamp")]
 

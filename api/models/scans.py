@@ -74,6 +74,9 @@ class WalletScanResult(Out):
     scanned_at: Timestamp
     data_as_of: Timestamp
     scoring_version: str
+    price_as_of: Annotated[
+        Timestamp | None, Meta(description="When the USD price was taken (shows a static price's age); null if none")
+    ]
     data_source: str
     block_height: int | None
     exposure_evidence: Annotated[

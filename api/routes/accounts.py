@@ -6,7 +6,7 @@ from sanic import HTTPResponse
 
 from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
-from api.envelope import no_content, ok
+from api.envelope import PAGED, no_content, ok, ok_page, requested_page
 from api.models.accounts import (
     AccountOut,
     ApiKeyCreatedOut,
@@ -19,6 +19,7 @@ from api.models.accounts import (
     SessionUser,
 )
 from api.ratelimit import RateGroup
+from api.validation import text_field
 from chains.environment import Environment
 from core.clock import iso
 from services.errors import InvalidLogin
@@ -100,16 +101,18 @@ async def login(request: QdayRequest, body: LoginRequest) -> HTTPResponse:
     body=CreateApiKeyRequest,
     response=ApiKeyCreatedOut,
     status=201,
-    errors=("REQ_001", "REQ_002", "REQ_003", *_KEY_ERRORS),
+    errors=("REQ_001", "REQ_002", "REQ_003", "LIM_001", *_KEY_ERRORS),
     tag="api-keys",
     description=(
-        "The full key is returned only in this response. A secret key may create keys of its own environment only."
+        "The full key is returned only in this response. A secret key may create keys of its own environment only. "
+        "An account holds at most 20 current keys (not deleted and not rotated out; both environments): one more "
+        "is LIM_001 with details {cap: api_keys, limit, plan}. Rotating a key does not add one."
     ),
 )
 async def create_api_key(request: QdayRequest, body: CreateApiKeyRequest) -> HTTPResponse:
     """Create a publishable or secret key for the test or live environment."""
     key, secret = await request.app.ctx.accounts.create_key(
-        request.ctx.principal, body.name, KeyType(body.type), Environment(body.environment)
+        request.ctx.principal, text_field(body.name, "name"), KeyType(body.type), Environment(body.environment)
     )
     out = ApiKeyCreatedOut(
         id=key.id,
@@ -130,13 +133,14 @@ async def create_api_key(request: QdayRequest, body: CreateApiKeyRequest) -> HTT
     credential=Credential.SESSION_OR_SECRET,
     rate_group=RateGroup.ACCOUNT,
     response=list[ApiKeyOut],
-    errors=_KEY_ERRORS,
+    errors=("REQ_001", *_KEY_ERRORS),
     tag="api-keys",
+    description=PAGED,
 )
 async def list_api_keys(request: QdayRequest) -> HTTPResponse:
-    """The caller's keys, with prefixes instead of full keys."""
-    keys = request.app.ctx.accounts.list_keys(request.ctx.principal)
-    return ok(request, [_key_out(k) for k in keys])
+    """A page of the caller's keys, oldest first, with prefixes instead of full keys."""
+    page = request.app.ctx.accounts.list_keys(request.ctx.principal, requested_page(request))
+    return ok_page(request, [_key_out(k) for k in page.items], page.next_cursor)
 
 
 @group.route(

@@ -10,7 +10,7 @@ from sanic import HTTPResponse
 import pqc
 from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
-from api.envelope import ok
+from api.envelope import PAGED, ok, ok_page, requested_page
 from api.errors import ApiError
 from api.models.crypto import (
     GeneratedKeyOut,
@@ -192,8 +192,11 @@ async def register_key(request: QdayRequest, body: RegisterKeyRequest) -> HTTPRe
     credential=Credential.SECRET,
     rate_group=RateGroup.ACCOUNT,
     response=list[PqKeyOut],
+    errors=("REQ_001",),
     tag="keys",
+    description=PAGED,
 )
 async def list_keys(request: QdayRequest) -> HTTPResponse:
-    """The caller's registered public keys in its environment."""
-    return ok(request, [_pq_key_out(k) for k in request.app.ctx.pq_keys.list_keys(request.ctx.principal)])
+    """A page of the caller's registered public keys in its environment, oldest first."""
+    page = request.app.ctx.pq_keys.list_keys(request.ctx.principal, requested_page(request))
+    return ok_page(request, [_pq_key_out(k) for k in page.items], page.next_cursor)

@@ -12,7 +12,7 @@ from sanic import HTTPResponse
 import pqc
 from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
-from api.envelope import ok
+from api.envelope import PAGED, ok, ok_page, requested_page
 from api.models.custody import (
     KeyUsageOut,
     ManagedKeyEventOut,
@@ -174,13 +174,15 @@ async def cancel_deletion(request: QdayRequest, id: str) -> HTTPResponse:  # noq
     credential=Credential.SECRET,
     rate_group=RateGroup.ACCOUNT,
     response=list[ManagedKeyEventOut],
-    errors=_KEY_ERRORS,
+    errors=("REQ_001", *_KEY_ERRORS),
     tag="custody",
-    description="Every state change, oldest first; append-only. Each hash chains the account's previous event.",
+    description="Every state change, oldest first (in the order written); append-only. Each hash chains the "
+    "account's previous event. " + PAGED,
 )
 async def key_events(request: QdayRequest, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
-    """The append-only log of one key."""
-    return ok(request, [_event_out(e) for e in request.app.ctx.managed.events(request.ctx.principal, id)])
+    """A page of the append-only log of one key."""
+    page = request.app.ctx.managed.events(request.ctx.principal, id, requested_page(request))
+    return ok_page(request, [_event_out(e) for e in page.items], page.next_cursor)
 
 
 @group.route(
@@ -192,7 +194,8 @@ async def key_events(request: QdayRequest, id: str) -> HTTPResponse:  # noqa: A0
     response=UsageOut,
     errors=("REQ_001",),
     tag="custody",
-    description="Query parameter month=YYYY-MM (UTC; default the current month; REQ_001 if malformed). Signing "
+    description="Query parameter month=YYYY-MM (UTC; default the current month; REQ_001 unless ASCII digits "
+    "from 2000-01 to 2999-12). Signing "
     "operations per key, key-months and billable units (key-months + ceil(signatures / 10,000)) of the "
     "caller's account in the caller's environment. Verification is never counted. No prices or billing.",
 )

@@ -7,7 +7,7 @@ from sanic import HTTPResponse
 
 from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
-from api.envelope import no_content, ok
+from api.envelope import PAGED, no_content, ok, ok_page, requested_page
 from api.models.scans import (
     DetectOut,
     DetectRequest,
@@ -19,6 +19,7 @@ from api.models.scans import (
     WatchRequest,
 )
 from api.ratelimit import RateGroup
+from api.validation import text_field
 from core.clock import iso
 from services.accounts import environment_of
 from services.scans import candidate_chains, resolve_address
@@ -112,12 +113,19 @@ async def detect(request: QdayRequest, body: DetectRequest) -> HTTPResponse:
     body=WatchRequest,
     response=WatchedOut,
     status=201,
-    errors=_SCAN_ERRORS,
+    errors=(*_SCAN_ERRORS, "LIM_001"),
     tag="watchlist",
+    description="Idempotent: an address already watched returns its entry and never counts against the cap. "
+    "Watched addresses per account (both environments) are capped by plan: free 100, builder 10,000, pro "
+    "1,000,000, enterprise configured (QDAY_ENTERPRISE_WATCH_CAP, default 10,000,000); a new address beyond "
+    "it is LIM_001 with details {cap: watchlist, limit, plan}.",
 )
 async def watch(request: QdayRequest, body: WatchRequest) -> HTTPResponse:
     """Add an address to the caller's watch list (idempotent)."""
-    entry = await request.app.ctx.scans.watch(request.ctx.principal, body.address, body.chain, body.label)
+    label = text_field(body.label, "label")  # NFC; control and bidi characters: REQ_001
+    ctx = request.app.ctx
+    cap = ctx.settings.enterprise_watch_cap
+    entry = await ctx.scans.watch(request.ctx.principal, body.address, body.chain, label, cap)
     return ok(request, _watched_out(entry), status=201)
 
 
@@ -128,11 +136,14 @@ async def watch(request: QdayRequest, body: WatchRequest) -> HTTPResponse:
     credential=Credential.SECRET,
     rate_group=RateGroup.ACCOUNT,
     response=list[WatchedOut],
+    errors=("REQ_001",),
     tag="watchlist",
+    description=PAGED,
 )
 async def watchlist(request: QdayRequest) -> HTTPResponse:
-    """The caller's watched addresses in its environment."""
-    return ok(request, [_watched_out(w) for w in request.app.ctx.scans.watchlist(request.ctx.principal)])
+    """A page of the caller's watched addresses in its environment, oldest first."""
+    page = request.app.ctx.scans.watchlist(request.ctx.principal, requested_page(request))
+    return ok_page(request, [_watched_out(w) for w in page.items], page.next_cursor)
 
 
 @group.route(

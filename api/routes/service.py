@@ -1,6 +1,9 @@
-"""Routes about the service itself: health, the OpenAPI document, the docs page."""
+"""Routes about the service itself: health, the OpenAPI document, the docs page and the
+home page at ``/`` and ``/v1`` (links for a person who opens the API in a browser)."""
 
 from __future__ import annotations
+
+import html
 
 from sanic import HTTPResponse
 
@@ -57,3 +60,51 @@ async def openapi_document(request: QdayRequest) -> HTTPResponse:
 async def docs_page(request: QdayRequest) -> HTTPResponse:
     """The HTML docs page generated from the OpenAPI document."""
     return HTTPResponse(request.app.ctx.docs_html, content_type="text/html; charset=utf-8")
+
+
+def home_page(version: str, dagster_url: str) -> str:
+    """The page at ``/`` and ``/v1``: what this is and where to go (no external resources)."""
+    links = [
+        ("/docs", "API documentation", "every endpoint, model and error code"),
+        ("/v1/openapi.json", "OpenAPI document", "for code generators and API tools"),
+        ("/v1/health", "Health", "liveness and version"),
+        (dagster_url, "Dagster UI", "pipelines, risk tables and runs (when started with qday up)"),
+    ]
+    items = "".join(
+        f'<li><a href="{html.escape(href)}">{html.escape(name)}</a>: {html.escape(what)}</li>'
+        for href, name, what in links
+    )
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>qday</title>"
+        "<style>body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:3rem auto;padding:0 1rem}</style>"
+        f"</head><body><h1>qday</h1><p>Post-quantum keys, attestations and quantum-risk scans, version "
+        f"{html.escape(version)}. The API lives under <code>/v1</code>.</p><ul>{items}</ul></body></html>"
+    )
+
+
+def _home(request: QdayRequest) -> HTTPResponse:
+    ctx = request.app.ctx
+    return HTTPResponse(home_page(ctx.version, ctx.settings.dagster_url), content_type="text/html; charset=utf-8")
+
+
+_HOME = {
+    "summary": "Home page: links to the docs, the OpenAPI document and the Dagster UI",
+    "credential": Credential.NONE,
+    "rate_group": RateGroup.PUBLIC,
+    "response": str,
+    "tag": "service",
+    "content_type": "text/html",
+    "enveloped": False,
+}
+
+
+@docs_group.route("GET", "/", **_HOME)  # type: ignore[arg-type]
+async def home(request: QdayRequest) -> HTTPResponse:
+    """The home page, for a person who opens the service's address in a browser."""
+    return _home(request)
+
+
+@docs_group.route("GET", "/v1", **_HOME)  # type: ignore[arg-type]
+async def home_v1(request: QdayRequest) -> HTTPResponse:
+    """The same page at the API's base path."""
+    return _home(request)

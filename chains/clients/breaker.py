@@ -66,14 +66,20 @@ class CircuitBreaker:
         if state is BreakerState.HALF_OPEN and not self._probing:
             self._probing = True
             return
-        assert self._opened_at is not None
-        wait = max(0.0, self._opened_at + self._settings.cooldown - self._clock())
+        wait = self.cooldown_left()
         raise CircuitOpen(
             f"{self._label} is failing ({self._failures} consecutive failures); circuit open, "
             f"next attempt in {wait:.0f}s",
             endpoint=self._label,
             retry_after=round(wait, 3),
         )
+
+    def cooldown_left(self) -> float:
+        """Seconds until an open breaker lets a probe through (0 when closed or half-open):
+        what a caller should wait before asking again (the API's ``Retry-After``)."""
+        if self._opened_at is None:
+            return 0.0
+        return max(0.0, self._opened_at + self._settings.cooldown - self._clock())
 
     def record_success(self) -> None:
         """The endpoint answered: close the breaker and reset the count."""

@@ -166,6 +166,7 @@ class Resilience:
             f"{self.label} unavailable: {what} failed after {made} attempt(s) in {elapsed:.1f}s: {reason}",
             endpoint=self.label,
             reason=reason,
+            retry_after=round(self.breaker.cooldown_left(), 3) or None,
         )
 
 

@@ -26,7 +26,7 @@ from qday_client import bulk, hybrid, keyfile, output
 from qday_client.client import QdayClient
 from qday_client.config import Config, load_config, save_profile
 from qday_client.ecdsa_signer import load_signer
-from qday_client.errors import ApiError, LocalError, QdayError
+from qday_client.errors import ApiError, ConnectionFailed, LocalError, QdayError
 
 EXIT_API_ERROR, EXIT_LOCAL_ERROR, EXIT_PARTIAL, EXIT_INVALID = 1, 2, 3, 4
 #: Bulk runs wait out the rate limit this many times per address before giving up on it.
@@ -403,6 +403,8 @@ def _report(error: QdayError) -> int:
     if error.request_id:
         where.append(f"request {error.request_id}")
     suffix = f" ({', '.join(where)})" if where else ""
+    if isinstance(error, ConnectionFailed):
+        suffix += "; is the server running there? --api-url or QDAY_API_URL names it"
     print(f"qday-client: {error.code}: {error.message}{suffix}", file=sys.stderr)
     return EXIT_API_ERROR if isinstance(error, ApiError) else EXIT_LOCAL_ERROR
 

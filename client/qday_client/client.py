@@ -119,7 +119,9 @@ class QdayClient:
             try:
                 response = await self._http.request(method, "/v1" + path, json=json, params=params, headers=headers)
             except httpx.HTTPError as exc:
-                raise ConnectionFailed("NET", f"{method} /v1{path} failed: {type(exc).__name__}: {exc}") from None
+                url = str(self._http.base_url).rstrip("/") + "/v1" + path  # the key is in a header, never here
+                detail = f"{type(exc).__name__}: {exc or 'no answer'}"
+                raise ConnectionFailed("NET", f"{method} /v1{path} failed: {detail} ({url})") from None
             log.debug("%s /v1%s -> %s (%s)", method, path, response.status_code, response.headers.get("x-request-id"))
             if response.status_code != 429 or attempt >= self.max_retries:
                 return response
@@ -135,6 +137,41 @@ class QdayClient:
         params: dict[str, str] | None = None,
         token: str | None = None,
     ) -> T:
+        data, _ = await self._call_with_meta(method, path, result, json, params, token)
+        return data
+
+    async def _page(
+        self, path: str, item: type[T], limit: int | None, cursor: str | None, token: str | None = None
+    ) -> models.Page[T]:
+        """One page of a list endpoint (``?limit=&cursor=``), with ``meta.nextCursor``."""
+        params = _drop_none({"limit": None if limit is None else str(limit), "cursor": cursor})
+        items: list[T]
+        items, meta = await self._call_with_meta("GET", path, list[item], params=params or None, token=token)  # type: ignore[valid-type]  # item is a runtime type
+        following = meta.get("nextCursor")
+        return models.Page(items=items, next_cursor=following if isinstance(following, str) and following else None)
+
+    async def _all_pages(self, path: str, item: type[T], page_size: int | None, token: str | None = None) -> list[T]:
+        """Every item of a list endpoint, following ``meta.nextCursor`` page by page."""
+        items: list[T] = []
+        cursor: str | None = None
+        while True:
+            page = await self._page(path, item, page_size, cursor, token)
+            items += page.items
+            if page.next_cursor is None:
+                return items
+            if page.next_cursor == cursor:
+                raise ServerError("SRV_001", f"GET /v1{path} returned the same cursor twice")
+            cursor = page.next_cursor
+
+    async def _call_with_meta(
+        self,
+        method: str,
+        path: str,
+        result: type[T] | Any,
+        json: Any = None,
+        params: dict[str, str] | None = None,
+        token: str | None = None,
+    ) -> tuple[T, dict[str, Any]]:
         response = await self._send(method, path, json, params, token)
         request_id = response.headers.get("x-request-id")
         try:
@@ -144,7 +181,7 @@ class QdayClient:
         if response.status_code >= 400:
             raise error_from_response(response.status_code, body, request_id, retry_after_seconds(response))
         if result is None:
-            return None  # type: ignore[return-value]  # result=None means the caller expects no body
+            return None, {}  # type: ignore[return-value]  # result=None means the caller expects no body
         if not isinstance(body, dict) or "data" not in body:
             raise ServerError(
                 "SRV_001",
@@ -152,8 +189,9 @@ class QdayClient:
                 status=response.status_code,
                 request_id=request_id,
             )
+        meta = body.get("meta")
         try:
-            return msgspec.convert(body["data"], result)
+            return msgspec.convert(body["data"], result), meta if isinstance(meta, dict) else {}
         except msgspec.ValidationError as exc:
             raise ServerError(
                 "SRV_001",
@@ -203,9 +241,16 @@ class QdayClient:
             token=token,
         )
 
-    async def list_api_keys(self, token: str | None = None) -> list[models.ApiKey]:
-        """GET /v1/auth/api-keys: the keys the credential may manage."""
-        return await self._call("GET", "/auth/api-keys", list[models.ApiKey], token=token)
+    async def list_api_keys(self, token: str | None = None, *, page_size: int | None = None) -> list[models.ApiKey]:
+        """GET /v1/auth/api-keys: every key the credential may manage, oldest first (all
+        pages, ``page_size`` at a time: 1-1000, default the server's 100)."""
+        return await self._all_pages("/auth/api-keys", models.ApiKey, page_size, token)
+
+    async def list_api_keys_page(
+        self, limit: int | None = None, cursor: str | None = None, token: str | None = None
+    ) -> models.Page[models.ApiKey]:
+        """One page of GET /v1/auth/api-keys; pass its ``next_cursor`` for the next one."""
+        return await self._page("/auth/api-keys", models.ApiKey, limit, cursor, token)
 
     async def delete_api_key(self, key_id: str, token: str | None = None) -> None:
         """DELETE /v1/auth/api-keys/{id}: revoke at once."""
@@ -256,9 +301,14 @@ class QdayClient:
             },
         )
 
-    async def list_keys(self) -> list[models.PqKey]:
-        """GET /v1/keys: the post-quantum public keys registered in this environment."""
-        return await self._call("GET", "/keys", list[models.PqKey])
+    async def list_keys(self, *, page_size: int | None = None) -> list[models.PqKey]:
+        """GET /v1/keys: every post-quantum public key registered in this environment,
+        oldest first (all pages, ``page_size`` at a time)."""
+        return await self._all_pages("/keys", models.PqKey, page_size)
+
+    async def list_keys_page(self, limit: int | None = None, cursor: str | None = None) -> models.Page[models.PqKey]:
+        """One page of GET /v1/keys; pass its ``next_cursor`` for the next one."""
+        return await self._page("/keys", models.PqKey, limit, cursor)
 
     # -- attestations and verification ------------------------------------
 
@@ -400,9 +450,15 @@ class QdayClient:
         """POST /v1/keys/{id}/cancel-deletion: back to active."""
         return await self._call("POST", f"/keys/{key_id}/cancel-deletion", models.ManagedKey)
 
-    async def key_events(self, key_id: str) -> list[models.KeyEvent]:
-        """GET /v1/keys/{id}/events: the key's audit log, oldest first."""
-        return await self._call("GET", f"/keys/{key_id}/events", list[models.KeyEvent])
+    async def key_events(self, key_id: str, *, page_size: int | None = None) -> list[models.KeyEvent]:
+        """GET /v1/keys/{id}/events: the key's whole audit log, oldest first (all pages)."""
+        return await self._all_pages(f"/keys/{key_id}/events", models.KeyEvent, page_size)
+
+    async def key_events_page(
+        self, key_id: str, limit: int | None = None, cursor: str | None = None
+    ) -> models.Page[models.KeyEvent]:
+        """One page of GET /v1/keys/{id}/events; pass its ``next_cursor`` for the next one."""
+        return await self._page(f"/keys/{key_id}/events", models.KeyEvent, limit, cursor)
 
     async def usage(self, month: str | None = None) -> models.Usage:
         """GET /v1/usage[?month=YYYY-MM]: managed-custody usage in this environment."""
@@ -438,9 +494,14 @@ class QdayClient:
             "POST", "/watchlist", models.Watched, _drop_none({"address": address, "chain": chain, "label": label})
         )
 
-    async def watchlist(self) -> list[models.Watched]:
-        """GET /v1/watchlist."""
-        return await self._call("GET", "/watchlist", list[models.Watched])
+    async def watchlist(self, *, page_size: int | None = None) -> list[models.Watched]:
+        """GET /v1/watchlist: every watched address, oldest first (all pages, ``page_size``
+        at a time)."""
+        return await self._all_pages("/watchlist", models.Watched, page_size)
+
+    async def watchlist_page(self, limit: int | None = None, cursor: str | None = None) -> models.Page[models.Watched]:
+        """One page of GET /v1/watchlist; pass its ``next_cursor`` for the next one."""
+        return await self._page("/watchlist", models.Watched, limit, cursor)
 
     async def unwatch(self, entry_id: str) -> None:
         """DELETE /v1/watchlist/{id}."""

@@ -77,6 +77,11 @@ class CustodyError(ApiError):
     """CUS_*: managed-custody plan, state and backend errors."""
 
 
+class PlanCapError(ApiError):
+    """LIM_*: the account's plan allows no more (watched addresses, API keys); ``details``
+    holds ``cap``, ``limit`` and ``plan``."""
+
+
 class RequestError(ApiError):
     """REQ_*: validation, JSON, content type, size, unknown resource, method."""
 
@@ -106,6 +111,7 @@ _FAMILIES: dict[str, type[ApiError]] = {
     "ACC": AccountError,
     "KEY": ApiKeyError,
     "CUS": CustodyError,
+    "LIM": PlanCapError,
     "REQ": RequestError,
     "SRV": ServerError,
 }

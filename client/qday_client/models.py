@@ -7,9 +7,11 @@ does not break an older client.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import msgspec
+
+T = TypeVar("T")
 
 
 class Result(msgspec.Struct, rename="camel", kw_only=True):
@@ -282,6 +284,7 @@ class WalletScanResult(Result):
     scanned_at: str
     data_as_of: str
     scoring_version: str
+    price_as_of: str | None
     data_source: str
     block_height: int | None
     exposure_evidence: list[ExposureEvidence]
@@ -348,3 +351,11 @@ class Watched(Result):
     chain: str
     label: str | None
     created_at: str
+
+
+class Page(msgspec.Struct, Generic[T]):
+    """One page of a list endpoint: its items and the cursor of the next page (``None``
+    after the last page), from ``meta.nextCursor``. Not a server model: the envelope's."""
+
+    items: list[T]
+    next_cursor: str | None

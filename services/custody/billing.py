@@ -14,7 +14,9 @@ from storage.models import ManagedKeyState, ManagedKeyUsage
 
 #: Signatures per billing block (spec: billed "per 10,000 signing operations").
 SIGNATURES_PER_BLOCK = 10_000
-_MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+_MONTH = re.compile(r"([0-9]{4})-(0[1-9]|1[0-2])")  # ASCII digits only, matched in full
+#: The months ``month_bounds`` accepts: far from the calendar's ends (year 1, year 9999).
+FIRST_YEAR, LAST_YEAR = 2000, 2999
 
 
 def month_of(at: datetime) -> str:
@@ -23,11 +25,17 @@ def month_of(at: datetime) -> str:
 
 
 def month_bounds(month: str) -> tuple[datetime, datetime]:
-    """[start, end) of a ``YYYY-MM`` month in UTC; REQ_001 when malformed."""
-    match = _MONTH.match(month)
+    """[start, end) of a ``YYYY-MM`` month in UTC; REQ_001 when malformed or outside
+    2000-01 to 2999-12."""
+    match = _MONTH.fullmatch(month)
     if match is None:
         raise InvalidRequest("invalid request: month must be YYYY-MM (field 'month')", field="month")
     year, number = int(match.group(1)), int(match.group(2))
+    if not FIRST_YEAR <= year <= LAST_YEAR:
+        raise InvalidRequest(
+            f"invalid request: month must be between {FIRST_YEAR}-01 and {LAST_YEAR}-12 (field 'month')",
+            field="month",
+        )
     start = datetime(year, number, 1, tzinfo=UTC)
     end = datetime(year + (number == 12), number % 12 + 1, 1, tzinfo=UTC)
     return start, end

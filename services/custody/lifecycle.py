@@ -45,6 +45,7 @@ from services.custody.errors import (
 )
 from services.errors import InvalidRequest, KeyGenerationFailed, NotFound
 from services.offload import run_blocking
+from services.pagination import Page, PageRequest, id_after, id_cursor, page_of
 from services.pq_keys import keygen_chain
 from storage.errors import StorageError
 from storage.models import KeyOrigin, ManagedKey, ManagedKeyEvent, ManagedKeyState, Plan, PqKey
@@ -58,6 +59,8 @@ MANAGED_PLANS = (Plan.PRO, Plan.ENTERPRISE)
 #: The spec's minimum waiting period between a deletion request and destruction.
 MIN_DELETION_WAIT_DAYS = 7
 PURGE_ACTOR = "system:purge"
+#: The tag of audit-log cursors (``services.pagination``).
+EVENT_PAGES = "e"
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,10 +348,13 @@ class ManagedCustodyService:
             raise self._state_error(self._key(principal, key_id), "cancel the deletion of")
         return updated
 
-    def events(self, principal: Principal, key_id: str) -> list[ManagedKeyEvent]:
-        """The key's audit log, oldest first."""
+    def events(self, principal: Principal, key_id: str, page: PageRequest | None = None) -> Page[ManagedKeyEvent]:
+        """A page of the key's audit log, oldest first (in the order it was written)."""
         key = self._key(principal, key_id)
-        return self._store.events(key.account_id, key.environment, key.id)
+        page = page or PageRequest()
+        after = id_after(EVENT_PAGES, page.cursor)
+        rows = self._store.events(key.account_id, key.environment, key.id, after, page.limit + 1)
+        return page_of(rows, page.limit, lambda e: id_cursor(EVENT_PAGES, e.id))
 
     def usage(self, principal: Principal, month: str | None = None) -> Usage:
         """Counts of the caller's account and environment for a month (default: now)."""

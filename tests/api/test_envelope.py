@@ -38,13 +38,23 @@ async def test_health_success_envelope(client):
     assert body["data"]["status"] == "ok"
 
 
-async def test_unknown_path_is_enveloped_404(client):
-    assert_error(await client.get("/v1/nope"), 404, "REQ_005")
-    assert_error(await client.get("/"), 404, "REQ_005")
+async def test_unknown_path_is_enveloped_404_naming_the_path(client):
+    error = assert_error(await client.get("/v1/nope"), 404, "REQ_005")
+    assert "GET /v1/nope" in error["message"] and error["details"]["path"] == "/v1/nope"
+    assert "/nowhere" in assert_error(await client.get("/nowhere"), 404, "REQ_005")["message"]
+
+
+async def test_the_home_page_links_the_docs_and_the_dagster_ui(client):
+    for path in ("/", "/v1"):
+        r = await client.get(path)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+        assert 'href="/docs"' in r.text and 'href="/v1/openapi.json"' in r.text
+        assert 'href="http://127.0.0.1:3000"' in r.text  # the Dagster UI of qday up (QDAY_DAGSTER_URL)
+        assert "<script" not in r.text and "https://" not in r.text  # nothing loaded from elsewhere
 
 
 async def test_wrong_method_is_enveloped_405(client):
-    assert_error(await client.get("/v1/auth/register"), 405, "REQ_006")
+    assert "GET /v1/auth/register" in assert_error(await client.get("/v1/auth/register"), 405, "REQ_006")["message"]
     assert_error(await client.put("/v1/health"), 405, "REQ_006")
 
 

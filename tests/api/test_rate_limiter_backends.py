@@ -1,12 +1,23 @@
 """Both rate-limiter backends keep the same contract: exact counts per bucket
-and window, all buckets must fit, windows aligned on the minute (or on multiples
-of the configured window length)."""
+and window, all buckets must fit, a refused request is counted in none of them,
+windows aligned on the minute (or on multiples of the configured window length)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
-from api.ratelimit import MemoryRateLimiter, RateGroup, SharedRateLimiter, limit_for
+from api.ratelimit import (
+    AUTH_FAILURE_LIMIT,
+    MemoryRateLimiter,
+    RateGroup,
+    SharedRateLimiter,
+    auth_failure_buckets,
+    auth_failure_limit,
+    buckets_for,
+    limit_for,
+)
 from storage.models import Plan
 from storage.window_counters_sqlite import SqliteWindowCounters
 
@@ -49,6 +60,73 @@ def test_every_bucket_must_fit(limiter):
         limiter.hit(("ip", "key1"), 3, now)
     assert not limiter.hit(("ip", "key2"), 3, now).allowed
     assert limiter.hit(("other-ip", "key2"), 3, now).allowed
+
+
+def test_a_refused_request_is_counted_in_no_bucket(limiter):
+    now = 1_800_000_020.0
+    for _ in range(3):
+        assert limiter.hit(("key", "ip1"), 3, now).allowed
+    for _ in range(5):  # the key is spent: refused from another address, which keeps its allowance
+        refused = limiter.hit(("key", "ip2"), 3, now)
+        assert not refused.allowed and refused.remaining == 0
+    other = limiter.hit(("other-key", "ip2"), 3, now)
+    assert other.allowed and other.remaining == 2
+
+
+def test_a_credentials_limit_binds_across_addresses(limiter):
+    now = 1_800_000_020.0
+    limit = limit_for(RateGroup.KEYGEN, Plan.FREE, 10, 1)
+    decisions = [
+        limiter.hit(buckets_for(RateGroup.KEYGEN, f"127.0.0.{n}", "secret:key_a"), limit, now) for n in range(20)
+    ]
+    assert [d.allowed for d in decisions] == [True] * 5 + [False] * 15
+    # keys behind one address share it: a second key there gets what the first left
+    behind = [limiter.hit(buckets_for(RateGroup.KEYGEN, "10.0.0.1", f"secret:key_{n}"), limit, now) for n in range(7)]
+    assert [d.allowed for d in behind] == [True] * 5 + [False] * 2
+    # without a credential, only the address counts
+    assert buckets_for(RateGroup.PUBLIC, "10.0.0.1", None) == ("public|ip|10.0.0.1",)
+
+
+def test_failed_authentications_count_in_a_bucket_of_their_own(limiter):
+    now = 1_800_000_020.0
+    limit = auth_failure_limit(1)
+    assert limit == AUTH_FAILURE_LIMIT
+    failures = [limiter.hit(auth_failure_buckets("10.0.0.2"), limit, now) for _ in range(limit + 1)]
+    assert [d.allowed for d in failures] == [True] * limit + [False]
+    valid = limiter.hit(buckets_for(RateGroup.KEYGEN, "10.0.0.2", "secret:key_b"), 5, now)
+    assert valid.allowed and valid.remaining == 4
+    assert not set(auth_failure_buckets("10.0.0.2")) & set(buckets_for(RateGroup.AUTH, "10.0.0.2", "session:s"))
+
+
+def test_shared_counters_admit_exactly_the_limit_across_connections(tmp_path):
+    """Four limiters on one file (as four workers have, each with its connection) under
+    concurrent hits: exactly the limit is admitted, and refused hits count nowhere."""
+    path = tmp_path / "shared.sqlite"
+    limiters = [SharedRateLimiter(SqliteWindowCounters(path)) for _ in range(4)]
+    now = 1_800_000_020.0
+    allowed: list[bool] = []
+    lock = threading.Lock()
+
+    def worker(limiter: SharedRateLimiter, ip: str) -> None:
+        for _ in range(30):
+            decision = limiter.hit(("cred", ip), 40, now)
+            with lock:
+                allowed.append(decision.allowed)
+
+    threads = [threading.Thread(target=worker, args=(limiters[n], f"ip{n}")) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert allowed.count(True) == 40 and len(allowed) == 120
+    counts = SqliteWindowCounters(path)
+    try:
+        admitted = counts.admit(("cred", "ip0", "ip1", "ip2", "ip3"), 1_800_000_000, 10**6, 0)
+    finally:
+        counts.close()
+        for limiter in limiters:
+            limiter.close()
+    assert admitted[0] == 40 and sum(admitted[1:]) == 40
 
 
 def test_a_new_window_starts_from_zero(limiter):

@@ -1,4 +1,4 @@
-"""Rate limits per (IP, credential) and per IP, with headers on every response."""
+"""Rate limits per credential (whatever the IP) and per IP, with headers on every response."""
 
 from __future__ import annotations
 
@@ -79,15 +79,35 @@ async def test_ip_limit_is_shared_by_keys_behind_one_ip(app, clock):
         assert (await elsewhere.get(KEYS, headers=bob.auth("secret_live"))).status_code == 200
 
 
-async def test_per_key_limit_is_separate_from_other_ips(app, clock):
+async def test_a_keys_limit_binds_from_every_ip(app, clock):
     _align_to_window_start(clock)
     async with client_for(app) as setup:
-        tenant = await make_tenant(setup)
+        tenant = await make_tenant(setup, ("secret_live", "secret_test"))
     async with client_for(app) as one, client_for(app) as two:
-        for _ in range(60):
+        for _ in range(30):
             assert (await one.get(KEYS, headers=tenant.auth("secret_live"))).status_code == 200
-        assert_error(await one.get(KEYS, headers=tenant.auth("secret_live")), 429, "RATE_001")
-        assert (await two.get(KEYS, headers=tenant.auth("secret_live"))).status_code == 200
+            assert (await two.get(KEYS, headers=tenant.auth("secret_live"))).status_code == 200
+        for client in (one, two):
+            r = assert_error(await client.get(KEYS, headers=tenant.auth("secret_live")), 429, "RATE_001")
+            assert r["message"]
+        # each address has used only 30 of its 60: another key behind it still gets through
+        r = await two.get(KEYS, headers=tenant.auth("secret_test"))
+        assert r.status_code == 200 and r.headers["x-ratelimit-remaining"] == "29"
+
+
+async def test_a_refused_request_uses_up_no_allowance(app, clock):
+    _align_to_window_start(clock)
+    async with client_for(app) as setup:
+        free = await make_tenant(setup)
+        pro = await make_tenant(setup)
+    app.ctx.store.set_plan(pro.email, Plan.PRO)
+    async with client_for(app) as shared:
+        for _ in range(60):
+            assert (await shared.get(KEYS, headers=free.auth("secret_live"))).status_code == 200
+        for _ in range(20):  # refused: counted against neither the free key nor the shared IP
+            assert_error(await shared.get(KEYS, headers=free.auth("secret_live")), 429, "RATE_001")
+        r = await shared.get(KEYS, headers=pro.auth("secret_live"))
+        assert r.status_code == 200 and r.headers["x-ratelimit-remaining"] == str(1200 - 61)
 
 
 async def test_error_responses_carry_rate_headers(client):

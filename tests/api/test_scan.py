@@ -179,14 +179,12 @@ async def test_invalid_address_and_unsupported_chain(scanner):
 async def test_upstream_down_is_scan_004(scanner, anvil):
     client, tenant = scanner
     account = anvil.new_account(10**18)
-    error = assert_error(
-        await client.post(
-            SCAN, json={"address": account.address, "chain": "polygon"}, headers=tenant.auth("secret_live")
-        ),
-        503,
-        "SCAN_004",
+    response = await client.post(
+        SCAN, json={"address": account.address, "chain": "polygon"}, headers=tenant.auth("secret_live")
     )
+    error = assert_error(response, 503, "SCAN_004")
     assert "polygon" in error["message"]
+    assert int(response.headers["Retry-After"]) >= 1  # the breaker's cool-down once it is open
 
 
 async def test_results_are_per_tenant_and_environment(scan_app, anvil):
@@ -245,3 +243,13 @@ async def test_a_result_scored_by_older_rules_is_not_served_from_the_cache(scann
     await store.save_results([dataclasses.replace(stored, scoring_version="2000.1.1")])
     again = (await client.post(SCAN, json={"address": account.address}, headers=tenant.auth("secret_live"))).json()
     assert again["data"]["cached"] is False and again["data"]["scoringVersion"] == first["data"]["scoringVersion"]
+
+
+async def test_test_network_coins_have_no_usd_value_and_live_prices_show_their_age(scanner, anvil):
+    client, tenant = scanner
+    account = anvil.new_account(10_000 * 10**18)  # anvil's usual dev balance
+    test = (await client.post(SCAN, json={"address": account.address}, headers=tenant.auth("secret_test"))).json()
+    assert test["data"]["balanceAtRisk"] == "10000 ETH"
+    assert test["data"]["balanceAtRiskUsd"] is None and test["data"]["priceAsOf"] is None
+    live = (await client.post(SCAN, json={"address": account.address}, headers=tenant.auth("secret_live"))).json()
+    assert live["data"]["balanceAtRiskUsd"] is not None and live["data"]["priceAsOf"] is not None

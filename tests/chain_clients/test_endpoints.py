@@ -128,3 +128,13 @@ async def test_factory_builds_one_client_per_chain(environment: Environment, htt
     assert clients[Chain.BITCOIN].network is environment.network
     for client in clients.values():
         await client.aclose()
+
+
+def test_only_live_chains_under_their_own_chain_id_have_market_value():
+    plain = load_endpoints({})
+    assert plain[Environment.LIVE].has_market_value(Chain.ETHEREUM)
+    assert plain[Environment.LIVE].has_market_value(Chain.BITCOIN)
+    assert not plain[Environment.TEST].has_market_value(Chain.ETHEREUM)  # Sepolia ETH is free
+    devnet = load_endpoints({}, {"live": {"endpoints": {"base": {"url": "http://127.0.0.1:8545", "chain_id": 31337}}}})
+    assert not devnet[Environment.LIVE].has_market_value(Chain.BASE)  # anvil standing in for base
+    assert devnet[Environment.LIVE].has_market_value(Chain.ETHEREUM)

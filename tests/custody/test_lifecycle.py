@@ -81,18 +81,18 @@ async def test_seven_day_window_then_irreversible_destruction(service, store, pr
     assert _code(cannot_sign) == "CUS_005"
     assert service.get(principal, kept.id).state is ManagedKeyState.ACTIVE
 
-    events = [(e.type, e.state.value, e.actor.split(":")[0]) for e in service.events(principal, doomed.id)]
+    events = [(e.type, e.state.value, e.actor.split(":")[0]) for e in service.events(principal, doomed.id).items]
     assert events == [
         ("created", "active", "api_key"),
         ("deletion_scheduled", "pending_deletion", "api_key"),
         ("destroyed", "destroyed", "system"),
     ]
-    assert [e.type for e in service.events(principal, kept.id)] == [
+    assert [e.type for e in service.events(principal, kept.id).items] == [
         "created",
         "deletion_scheduled",
         "deletion_cancelled",
     ]
-    assert [e.request_id for e in service.events(principal, kept.id)] == ["req_1", "req_3", "req_4"]
+    assert [e.request_id for e in service.events(principal, kept.id).items] == ["req_1", "req_3", "req_4"]
     assert store.verify_event_chain(principal.account.id)
 
 

@@ -6,6 +6,7 @@ published results and the asset checks."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -18,16 +19,15 @@ from eth_account import Account
 from chains.codecs.detect import parse_address
 from chains.environment import Environment
 from chains.evidence import Coverage
-from chains.keys import siblings
+from chains.keys import KECCAK_CHAINS, siblings
 from pipelines import assets as pipeline_assets
 from pipelines.assets import RESCORING_ASSETS, chain_day, risk_checks, risk_file_checks
-from pipelines.families import KECCAK_CHAINS
 from pipelines.rescore import observation_from_row, scorer_row_types
 from pipelines.resources import EndpointChainDataResource, OraclePriceResource
 from scoring import PriceQuote, load_readiness, score_observation
 from services.observer import limits_of
 from storage.scan_records import scan_record
-from tests.anvil import Anvil, assemble, free_port
+from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary, assemble, free_port
 from tests.chain_clients.test_prices import deploy_feed, feed_address
 from tests.pipelines.support import DataDir, ThreadedLoopback, evm_address, partition
 
@@ -65,6 +65,19 @@ feeds = {{ ETH = "{FEED}" }}
         encoding="utf-8",
     )
     return path
+
+
+@pytest.fixture(scope="module")
+def anvil() -> Iterator[Anvil]:
+    """A node under Ethereum's own chain id (1), standing in for mainnet: its Chainlink feed
+    prices the live environment (a node under another chain id is a local network whose
+    coins have no USD value, ``EnvironmentEndpoints.has_market_value``)."""
+    binary = anvil_binary()
+    if binary is None:
+        pytest.skip(MISSING_ANVIL)
+    node = Anvil(binary, chain_id=1)
+    yield node
+    node.stop()
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +156,9 @@ def test_a_partition_lands_its_tables_and_publishes_what_the_scan_endpoint_would
     for row in scorer_row_types(risk.filter(pl.col("has_activity"))).iter_rows(named=True):
         observation = observation_from_row(row)
         assert row["exposure"] == row["observed_exposure"] and row["coverage_unavailable"] == list(unavailable)
-        price = PriceQuote(Decimal(str(row["price_usd"])), row["price_as_of"])
+        unpriced = row["price_usd"] is None  # the test environment: testnet coins have no USD value
+        assert unpriced == (row["environment"] == "test")
+        price = None if unpriced else PriceQuote(Decimal(str(row["price_usd"])), row["price_as_of"])
         expected = scan_record(
             observation,
             score_observation(observation, price, readiness),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from dagster import materialize
 
+from chains.keys import KECCAK_CHAINS
 from pipelines.assets import RESCORING_ASSETS, chain_readiness, risk_checks
-from pipelines.families import KECCAK_CHAINS
 from pipelines.resources import SnapshotChainDataResource
 from pipelines.sources import write_snapshot
 from tests.pipelines.support import DataDir, evm_address, evm_observation

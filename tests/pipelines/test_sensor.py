@@ -10,11 +10,11 @@ import pytest
 from dagster import DagsterInstance, build_sensor_context, materialize
 
 from chains.environment import Environment
+from chains.keys import KECCAK_CHAINS
 from chains.registry import Chain
 from pipelines import automation
 from pipelines.assets import RESCORING_ASSETS, newly_watched_scores, risk_checks
 from pipelines.automation import OVERLAP, WatchCursor, new_watched_sensor
-from pipelines.families import KECCAK_CHAINS
 from pipelines.resources import SnapshotChainDataResource
 from pipelines.sources import write_snapshot
 from tests.pipelines.support import DataDir, evm_address, evm_observation, partition

@@ -60,6 +60,37 @@ def test_restarts_zero_means_exit_when_one_dies() -> None:
     assert supervisor.run(poll=0.05) == 1
 
 
+def test_a_configuration_error_stops_everything_at_once() -> None:
+    """The API exits 2 (its port taken meanwhile, a bad setting): restarting cannot help."""
+    out = io.StringIO()
+    api = Child("api", [sys.executable, "-c", "raise SystemExit(2)"], fatal=frozenset({2}))
+    supervisor = Supervisor([Child("steady", SLEEPER), api], dict(os.environ), restarts=3, out=out)
+    started = time.monotonic()
+    assert supervisor.run(poll=0.05) == 1
+    assert time.monotonic() - started < 5  # three restarts would take 1 + 2 + 4 s, each with a traceback
+    log = out.getvalue()
+    assert "api exited with status 2 (a configuration problem, see above); stopping everything" in log
+    assert "restart" not in log
+
+
+def test_colour_codes_are_removed_when_the_output_is_not_a_terminal() -> None:
+    out = io.StringIO()  # not a terminal
+    code = (
+        "print('\\x1b[32m2026-11-25\\x1b[0m - \\x1b[34mINFO\\x1b[0m - ready', flush=True); import time; time.sleep(600)"
+    )
+    supervisor = Supervisor([Child("coloured", [sys.executable, "-c", code])], dict(os.environ), restarts=0, out=out)
+
+    def stop_once_printed() -> None:
+        deadline = time.monotonic() + 30
+        while "ready" not in out.getvalue() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        supervisor.request_stop()
+
+    threading.Thread(target=stop_once_printed, daemon=True).start()
+    assert supervisor.run(poll=0.05) == 0
+    assert "[coloured] 2026-11-25 - INFO - ready\n" in out.getvalue() and "\x1b" not in out.getvalue()
+
+
 def wait_for(url: str, deadline: float) -> bool:
     while time.monotonic() < deadline:
         try:
@@ -106,5 +137,7 @@ def test_qday_up_serves_the_api_and_dagster_and_stops_on_sigterm(tmp_path: Path)
     output = log.read_text()
     assert process.returncode == 0, output[-2000:]
     assert "[qday up] stopped" in output
+    assert f"[qday up] data: {(tmp_path / 'data').resolve()}" in output
+    assert "\x1b[" not in output  # Dagster colours its log even into a pipe
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"http://127.0.0.1:{api_port}/v1/health", timeout=2)

@@ -18,6 +18,7 @@ Timeouts are small so the file runs in seconds. For each fault mode:
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -27,8 +28,9 @@ import httpx
 import pytest
 from eth_account import Account
 
-from services.scans import PRICE_WAIT_SECONDS
+from services.pricing import PRICE_WAIT_SECONDS
 from services.settings import load_settings
+from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary
 from tests.faultproxy import FaultProxy
 from tests.support import ManualClock, Tenant, client_for, make_tenant, running_app
 
@@ -139,6 +141,9 @@ async def test_faulted_chain_answers_scan_004_in_time_opens_its_breaker_and_reco
     refused, _ = await _scan(scanner, funded, "base")
     retry_after = _assert_scan_004(refused)["details"]["retry_after"]
     assert proxy.connections == before
+    # the header says the same, in whole seconds (issue 15: SCAN_004 carries Retry-After)
+    assert refused.headers["Retry-After"] == str(max(1, math.ceil(retry_after)))
+    assert 1 <= int(faulted.headers["Retry-After"]) <= math.ceil(COOLDOWN)
     healthy, _ = await _scan(scanner, funded, "ethereum")
     assert healthy.status_code == 200, healthy.text
 
@@ -213,21 +218,41 @@ async def test_a_scan_gets_one_retry_budget_however_many_requests_it_makes(scann
     assert response.status_code == 200, response.text
 
 
-async def test_a_hung_ethereum_endpoint_does_not_hold_up_scans_of_other_chains(anvil, funded, tmp_path):
+async def test_a_hung_ethereum_endpoint_does_not_hold_up_scans_of_other_chains(tmp_path):
     """The USD price feeds are read on the Ethereum endpoint. A scan of base waits for
     them at most ``PRICE_WAIT_SECONDS``, then prices from the static file, however long
-    the endpoint's own retry budget is; once the feeds' breaker is open it does not wait."""
+    the endpoint's own retry budget is; once the feeds' breaker is open it does not wait.
+    Live environment (test networks have no USD value), base on its own anvil node with
+    base's chain id."""
+    binary = anvil_binary()
+    if binary is None:
+        pytest.skip(MISSING_ANVIL)
+    base = Anvil(binary, chain_id=8453)
     budget = 3 * PRICE_WAIT_SECONDS
-    with FaultProxy(anvil.url, max_hold=budget + 5) as hung:
-        hung.set_mode("hang")
-        env = {"QDAY_TEST_ETHEREUM_RPC_URL": hung.url, "QDAY_TEST_BASE_RPC_URL": anvil.url}
-        config = chain_settings(budget, 2, budget, 1, 60)
-        async with scanning_app(tmp_path, env, config) as pair:
-            first, elapsed = await _scan(pair, funded, "base")
-            assert first.status_code == 200, first.text
-            assert first.json()["data"]["balanceAtRiskUsd"] is not None  # the static file's price
-            assert elapsed <= PRICE_WAIT_SECONDS + MARGIN < budget, f"base scan took {elapsed:.2f}s"
-            before = hung.connections
-            second, _ = await _scan(pair, funded, "base")
-            assert second.status_code == 200, second.text
-            assert hung.connections == before  # the feeds' breaker is open: no more waiting on them
+    try:
+        funded = base.new_account(3 * 10**18).address
+        with FaultProxy(base.url, max_hold=budget + 5) as hung:
+            hung.set_mode("hang")
+            env = {"QDAY_ETHEREUM_RPC_URL": hung.url, "QDAY_BASE_RPC_URL": base.url, "QDAY_FAMILY_CHAINS": "none"}
+            config_file = tmp_path / "qday.toml"
+            config_file.write_text(chain_settings(budget, 2, budget, 1, 60))
+            settings = load_settings(env, config_file, data_dir=tmp_path, custody_backend="disabled")
+            async with running_app(settings, ManualClock()) as app, client_for(app) as client:
+                tenant = await make_tenant(client, ("secret_live",))
+
+                async def scan() -> tuple[httpx.Response, float]:
+                    start = time.monotonic()
+                    body = {"address": funded, "chain": "base", "refresh": True}
+                    response = await client.post(SCAN, json=body, headers=tenant.auth("secret_live"))
+                    return response, time.monotonic() - start
+
+                first, elapsed = await scan()
+                assert first.status_code == 200, first.text
+                assert first.json()["data"]["balanceAtRiskUsd"] is not None  # the static file's price
+                assert elapsed <= PRICE_WAIT_SECONDS + MARGIN < budget, f"base scan took {elapsed:.2f}s"
+                before = hung.connections
+                second, _ = await scan()
+                assert second.status_code == 200, second.text
+                assert hung.connections == before  # the feeds' breaker is open: no more waiting on them
+    finally:
+        base.stop()

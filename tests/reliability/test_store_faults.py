@@ -32,6 +32,7 @@ from sanic import Sanic
 
 import pqc
 from services.settings import load_settings
+from storage.models import Plan
 from tests.signing import eip191_signature, public_key
 from tests.support import ManualClock, Tenant, client_for, make_tenant, running_app
 
@@ -50,6 +51,7 @@ class Writer:
     acked: dict[str, list[str]] = field(default_factory=lambda: {"attestations": [], "api_keys": [], "watchlist": []})
     refused: list[httpx.Response] = field(default_factory=list)
     sent: int = 0
+    recycle_keys: bool = False
 
     async def attestation(self) -> httpx.Response:
         """A hybrid attestation (group-commit writer)."""
@@ -69,9 +71,10 @@ class Writer:
         )
 
     async def api_key(self) -> httpx.Response:
-        """A new API key (request connection)."""
+        """A new API key (request connection); with ``recycle_keys`` deleted again at once
+        (its row stays), so that the account stays below its 20-key cap (LIM_001)."""
         self.sent += 1
-        return self._note(
+        response = self._note(
             "api_keys",
             await self.client.post(
                 "/v1/auth/api-keys",
@@ -79,6 +82,12 @@ class Writer:
                 headers=self.tenant.auth("session"),
             ),
         )
+        if self.recycle_keys and response.status_code == 201:
+            # (a deletion the full store refuses leaves one more current key: harmless)
+            await self.client.delete(
+                f"/v1/auth/api-keys/{response.json()['data']['id']}", headers=self.tenant.auth("session")
+            )
+        return response
 
     async def watch(self) -> httpx.Response:
         """A watch-list entry with a long label (request connection)."""
@@ -107,6 +116,7 @@ async def store_app(tmp_path) -> AsyncIterator[tuple[Sanic, ManualClock, Writer,
     clock = ManualClock()
     async with running_app(settings, clock) as app, client_for(app) as client:
         tenant = await make_tenant(client, ("secret_live",))
+        app.ctx.store.set_plan(tenant.email, Plan.PRO)  # the watch-list cap of the free plan is 100
         r = await client.post(
             "/v1/keys/generate",
             json={"algorithm": "ml-dsa-44", "chain": "ethereum"},
@@ -174,6 +184,7 @@ async def _recovers(writer: Writer, path: Path, baseline: dict[str, int]) -> Non
 
 async def test_full_store_refuses_writes_with_503_keeps_what_it_acknowledged_and_recovers(store_app):
     app, clock, writer, path = store_app
+    writer.recycle_keys = True  # up to WRITES_PER_KIND keys, 20 current at most
     for write in writer.kinds():
         assert (await write()).status_code == 201
     baseline = {k: v - len(writer.acked[k]) for k, v in _counts(path).items()}

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from chains.observation import Exposure, Observation
+from core.clock import iso
 from scoring import (
     OBSERVATION_SCHEMA,
     PriceQuote,
@@ -50,8 +51,9 @@ def test_to_dict_has_the_spec_fields(
     result = score_observation(observation, prices["ETH"], readiness).to_dict()
     assert list(result) == [
         "riskScore", "riskLabel", "riskValue", "chainGrade", "chainGradeLabel", "publicKeyExposed",
-        "balanceAtRisk", "balanceAtRiskUsd", "riskFactors", "chainFactors", "scoringVersion",
+        "balanceAtRisk", "balanceAtRiskUsd", "riskFactors", "chainFactors", "scoringVersion", "priceAsOf",
     ]  # fmt: skip
+    assert result["priceAsOf"] == iso(prices["ETH"].as_of)  # the price's age is visible
     assert (result["riskScore"], result["riskLabel"]) in {
         ("W1", "Low"),
         ("W2", "Medium"),

@@ -1,0 +1,31 @@
+"""USD prices for scans: the environment's price oracle, and no price at all where coins
+have no market value (test networks and local nodes, ``EnvironmentEndpoints.has_market_value``):
+10,000 ETH on anvil are not "$25,000,000 at risk"."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from chains.clients.prices import Price, PriceOracle
+from chains.endpoints import ChainEndpoints
+from chains.environment import Environment
+from chains.registry import CHAINS, Chain
+
+#: How long a scan waits for each live price source before the next one (the static
+#: file) answers. The price feeds live on the Ethereum endpoint: without this bound, a
+#: hung Ethereum RPC would hold every chain's scans for its whole retry budget.
+PRICE_WAIT_SECONDS = 2.0
+
+
+class ScanPrices:
+    """The native coin's USD price of a chain, for one scan."""
+
+    def __init__(self, oracles: Mapping[Environment, PriceOracle], endpoints: ChainEndpoints) -> None:
+        self._oracles = oracles
+        self._endpoints = endpoints
+
+    async def price(self, env: Environment, chain: Chain) -> Price | None:
+        """The price of ``chain``'s coin in ``env``; None when unknown or without market value."""
+        if not self._endpoints[env].has_market_value(chain):
+            return None
+        return await self._oracles[env].price(CHAINS[chain].symbol, PRICE_WAIT_SECONDS)
