@@ -193,7 +193,10 @@ class Supervisor:
         self.restarts = restarts
         self.out = out
         self._lock = threading.Lock()
-        self._stop = threading.Event()
+        # A plain flag, not a threading.Event: request_stop runs as a signal handler in the
+        # main thread, and Event.set() takes the lock Event.wait() may be holding there at
+        # that moment (a SIGTERM could then hang the supervisor for good).
+        self._stop_requested = False
         self.failed: str | None = None
 
     def say(self, message: str) -> None:
@@ -202,16 +205,23 @@ class Supervisor:
             self.out.flush()
 
     def request_stop(self, *_: object) -> None:
-        self._stop.set()
+        """Ask the supervisor to stop everything (safe in a signal handler: sets a flag only)."""
+        self._stop_requested = True
+
+    def _stopping(self, poll: float) -> bool:
+        """True once a stop was asked for; otherwise waits ``poll`` seconds and checks again."""
+        if not self._stop_requested:
+            time.sleep(poll)
+        return self._stop_requested
 
     def run(self, poll: float = 0.2) -> int:
-        if self._stop.is_set():  # asked to stop before anything started
+        if self._stop_requested:  # asked to stop before anything started
             self.say("stopped")
             return 0
         for child in self.children:
             pid = child.start(self.env, self.out, self._lock)
             self.say(f"started {child.name} (pid {pid})")
-        while not self._stop.wait(poll):
+        while not self._stopping(poll):
             for child in self.children:
                 if child.running() or time.monotonic() < child.next_start:
                     continue
@@ -220,7 +230,7 @@ class Supervisor:
                     if code in child.fatal:
                         self.failed = f"{child.name} exited with status {code}"
                         self.say(f"{self.failed} (a configuration problem, see above); stopping everything")
-                        self._stop.set()
+                        self._stop_requested = True
                         break
                     now = time.monotonic()
                     while child.starts and now - child.starts[0] > RESTART_WINDOW:
@@ -228,7 +238,7 @@ class Supervisor:
                     if len(child.starts) > self.restarts:
                         self.failed = f"{child.name} exited with status {code} {len(child.starts)} times"
                         self.say(f"{self.failed}; stopping everything")
-                        self._stop.set()
+                        self._stop_requested = True
                         break
                     delay = min(30.0, 2.0 ** (len(child.starts) - 1))
                     self.say(f"{child.name} exited with status {code}; restarting in {delay:g} s")
