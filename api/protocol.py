@@ -4,8 +4,9 @@ Sanic measures ``REQUEST_TIMEOUT`` from the last byte received, so a client tric
 byte every few seconds keeps a connection (and a worker's memory) forever: the slowloris
 attack. Here the deadline runs from a request's first byte until its headers *and* body
 are in; a request still arriving after ``REQUEST_TIMEOUT`` seconds is answered
-``408 REQ_008``, and the connection is closed a second later if the client is still
-sending (Sanic would otherwise keep reading the rest of the body). A handler's own time is bounded by
+``408 REQ_008``, and the connection is closed ``_ANSWER_GRACE`` seconds later if the client
+is still sending (Sanic would otherwise keep reading the rest of the body; the grace lets the
+answer go out first on a loaded machine). A handler's own time is bounded by
 ``RESPONSE_TIMEOUT`` as before.
 """
 
@@ -17,6 +18,9 @@ from typing import Any
 from sanic.exceptions import RequestTimeout
 from sanic.http import Stage
 from sanic.server.protocols.http_protocol import HttpProtocol
+
+_ANSWER_GRACE = 5.0
+"""Seconds between the 408 and closing a connection whose client is still sending."""
 
 
 class DeadlineHttpProtocol(HttpProtocol):
@@ -40,7 +44,7 @@ class DeadlineHttpProtocol(HttpProtocol):
     def check_timeouts(self) -> None:
         """Time out a request whose headers or body are still arriving after the deadline
         (Sanic's own check would restart the clock at every byte), else Sanic's checks."""
-        if self._timed_out:  # answered 408 a second ago; Sanic would go on reading the body
+        if self._timed_out:  # answered 408 by now; Sanic would go on reading the body
             self.close()
             return
         http = getattr(self, "_http", None)
@@ -52,6 +56,6 @@ class DeadlineHttpProtocol(HttpProtocol):
             self._timed_out = True
             http.exception = RequestTimeout("request not received within the deadline")
             self._task.cancel("request deadline")  # Sanic answers with http.exception
-            self._callback_check_timeouts = self.loop.call_later(1.0, self.check_timeouts)
+            self._callback_check_timeouts = self.loop.call_later(_ANSWER_GRACE, self.check_timeouts)
             return
         super().check_timeouts()

@@ -24,11 +24,14 @@ def server(tmp_path_factory) -> Iterator[ServerProcess]:
     proc.stop()
 
 
-def trickle(server: ServerProcess, head: bytes, body: bytes) -> tuple[bytes, float]:
-    """Send ``head`` then ``body`` a byte at a time every ``TRICKLE`` s; the server's
-    answer (everything until it closes) and when it came, from the first byte."""
-    data = head + body
+def trickle(server: ServerProcess, head: bytes, body: bytes, *, head_at_once: bool = False) -> tuple[bytes, float]:
+    """Send ``head`` (at once, or a byte at a time) then ``body`` a byte at a time every
+    ``TRICKLE`` s; the server's answer (everything until it closes) and when it came, from
+    the first trickled byte."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=DEADLINE * 5) as conn:
+        if head_at_once:
+            conn.sendall(head)
+        data = body if head_at_once else head + body
         start = time.monotonic()
         answer = b""
         for i in range(len(data)):
@@ -42,8 +45,6 @@ def trickle(server: ServerProcess, head: bytes, body: bytes) -> tuple[bytes, flo
             except TimeoutError:
                 continue
             if answer:
-                break
-            if time.monotonic() - start > DEADLINE * 5:
                 break
         conn.settimeout(DEADLINE * 5)
         while chunk := conn.recv(65536):
@@ -61,7 +62,9 @@ def test_headers_trickled_past_the_deadline_get_408(server):
     head = b"GET /v1/health HTTP/1.1\r\nHost: qday.test\r\nX-Padding: " + b"a" * 40 + b"\r\n\r\n"
     answer, elapsed = trickle(server, head, b"")
     assert status_and_code(answer) == (408, "REQ_008")
-    assert elapsed < DEADLINE + 2  # the whole request had DEADLINE seconds, not DEADLINE per byte
+    # the whole request had DEADLINE seconds, not DEADLINE per byte: answered long before the
+    # trickle would have ended (a bound with room for a loaded machine, not a timing target)
+    assert elapsed < len(head) * TRICKLE / 2
 
 
 def test_a_body_trickled_past_the_deadline_gets_408(server):
@@ -70,27 +73,9 @@ def test_a_body_trickled_past_the_deadline_gets_408(server):
         b"POST /v1/auth/login HTTP/1.1\r\nHost: qday.test\r\nContent-Type: application/json\r\n"
         + f"Content-Length: {len(body)}\r\n\r\n".encode()
     )
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as conn:
-        conn.sendall(head)  # headers at once, then the body slowly
-        start = time.monotonic()
-        answer = b""
-        for i in range(len(body)):
-            try:
-                conn.sendall(body[i : i + 1])
-            except OSError:
-                break
-            conn.settimeout(TRICKLE)
-            try:
-                answer += conn.recv(65536)
-            except TimeoutError:
-                continue
-            if answer:
-                break
-        conn.settimeout(10)
-        while chunk := conn.recv(65536):
-            answer += chunk
+    answer, elapsed = trickle(server, head, body, head_at_once=True)  # headers at once, the body slowly
     assert status_and_code(answer) == (408, "REQ_008")
-    assert time.monotonic() - start < DEADLINE + 2
+    assert elapsed < len(body) * TRICKLE / 2  # long before the trickle would have ended
 
 
 def test_a_prompt_request_is_unaffected(server):
