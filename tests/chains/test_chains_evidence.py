@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import UTC, datetime
 
 import pytest
@@ -10,31 +9,14 @@ import pytest
 from chains.codecs.base58 import b58encode
 from chains.evidence import Coverage, evidence_of, shared_evidence, with_family
 from chains.observation import AccountType, EvidenceKind, Exposure, ExposureEvidence, Observation
+from tests.observations import observation
 
 NOW = datetime(2026, 11, 25, tzinfo=UTC)
 
 
 def seen(chain: str, address: str, **changes: object) -> Observation:
-    base = Observation(
-        chain=chain,
-        address=address,
-        address_type="eoa",
-        account_type=AccountType.EOA,
-        balance=10**18,
-        decimals=18,
-        symbol="ETH",
-        tx_count=0,
-        outbound_tx_count=0,
-        exposure=Exposure.EXPOSED_ON_SPEND,
-        public_key=None,
-        address_reuse_count=0,
-        first_activity=None,
-        last_activity=None,
-        source="test",
-        height=1,
-        observed_at=NOW,
-    )
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+    """A funded account observation on ``chain`` (``tests.observations``), with ``changes``."""
+    return observation(chain, **{"address": address, "balance": 10**18, **changes})
 
 
 ACCOUNT = "0x" + "ab" * 20

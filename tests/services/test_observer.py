@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import pytest
 
@@ -18,32 +17,18 @@ from chains.codecs.address import Address
 from chains.codecs.evm import EvmAddress
 from chains.environment import Environment
 from chains.errors import ChainUnavailable, MalformedChainData
-from chains.observation import AccountType, Exposure, Observation
+from chains.observation import Observation
 from chains.registry import EVM_CHAINS, Chain, Network
 from services.observer import ChainObserver
+from tests.observations import observation
 
 ACCOUNT = EvmAddress(bytes.fromhex("ab" * 20), Chain.ETHEREUM, Network.MAINNET)
 
 
-def observation(address: Address, outbound: int = 0) -> Observation:
-    return Observation(
-        chain=address.chain.value,
-        address=str(address),
-        address_type="eoa",
-        account_type=AccountType.EOA,
-        balance=10**18,
-        decimals=18,
-        symbol="ETH",
-        tx_count=outbound,
-        outbound_tx_count=outbound,
-        exposure=Exposure.EXPOSED_ON_SPEND,
-        public_key=None,
-        address_reuse_count=0,
-        first_activity=None,
-        last_activity=None,
-        source="memory",
-        height=1,
-        observed_at=datetime(2026, 11, 25, tzinfo=UTC),
+def seen(address: Address, outbound: int = 0) -> Observation:
+    """What a memory client says of ``address``: funded, ``outbound`` signed transactions."""
+    return observation(
+        address.chain.value, address=str(address), balance=10**18, tx_count=outbound, outbound_tx_count=outbound
     )
 
 
@@ -65,7 +50,7 @@ class MemoryClient:
             raise MalformedChainData("not JSON")
         if self.behaviour == "down":
             raise ChainUnavailable("connection refused")
-        return [observation(a, self.outbound) for a in addresses]
+        return [seen(a, self.outbound) for a in addresses]
 
     async def aclose(self) -> None:
         pass
