@@ -49,6 +49,7 @@ from services.credentials import ApiKeyCodec, Secrets, SessionCodec, load_master
 from services.custody.factory import open_managed_custody
 from services.custody.purge import PurgeLoop
 from services.errors import Unauthenticated
+from services.exposure_index import ExposureIndex
 from services.key_scans import KeyScanService
 from services.observer import ChainObserver
 from services.passwords import Passwords
@@ -57,6 +58,7 @@ from services.pricing import ScanPrices
 from services.scans import ScanService
 from services.settings import Settings
 from storage.attestations_sqlite import SqliteAttestationStore
+from storage.bitcoin_index import BitcoinIndexStore
 from storage.group_commit import GroupCommitWriter
 from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.models import Plan
@@ -306,7 +308,8 @@ async def _open_chain_access(app: QdayApp) -> None:
             ctx.aclosing.push_async_callback(client.aclose)
         prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(settings.chains[env], ctx.http), static])
     store = SqliteScanStore(ctx.db, ctx.writer)
-    observer = ChainObserver(ctx.chain_clients, settings.family_chains, settings.family_wait_seconds)
+    index = ExposureIndex(BitcoinIndexStore(settings.analytics_dir))
+    observer = ChainObserver(ctx.chain_clients, settings.family_chains, settings.family_wait_seconds, index)
     scan_prices = ScanPrices(prices, settings.chains)
     ctx.scans = ScanService(
         store, observer, scan_prices, ctx.clock, settings.scan_cache_ttl_seconds, settings.pipeline_result_ttl_seconds

@@ -91,11 +91,14 @@ class Coverage:
     """What a verdict saw: the chains ``checked``, the chains of the key's family that
     were ``unavailable`` (down, too slow, or not configured), and ``limits``: revelations
     no configured source can show (e.g. a Bitcoin key revealed only in a P2PK output,
-    which needs the chain-wide index). ``complete`` only when nothing was missed."""
+    which needs the chain-wide index). ``index_height``: the height up to which the Bitcoin
+    exposure index that answered holds every block (None when none was consulted, or it does
+    not reach genesis). ``complete`` only when nothing was missed."""
 
     checked: tuple[str, ...]
     unavailable: tuple[str, ...] = ()
     limits: tuple[str, ...] = ()
+    index_height: int | None = None
 
     @property
     def complete(self) -> bool:
@@ -103,5 +106,7 @@ class Coverage:
         return not self.unavailable and not self.limits
 
     def to_dict(self) -> dict[str, Any]:
-        """The API's ``coverage`` object."""
-        return {"checked": list(self.checked), "unavailable": list(self.unavailable), "limits": list(self.limits)}
+        """The API's ``coverage`` object (``bitcoinIndexHeight`` only when an index answered
+        that holds every block from genesis up to it)."""
+        found = {"checked": list(self.checked), "unavailable": list(self.unavailable), "limits": list(self.limits)}
+        return found if self.index_height is None else {**found, "bitcoinIndexHeight": self.index_height}

@@ -204,14 +204,24 @@ def siblings(address: Address, on: Chain | None = None) -> list[Address]:
     return [a for a in family if (a.chain, str(a)) != own and (on is None or a.chain is on)]
 
 
+def key_hash(address: Address) -> bytes | None:
+    """The HASH160 of the public key behind a P2PKH, P2WPKH or Cosmos address (what the
+    Bitcoin exposure index is looked up by), None for an address that does not commit to
+    one key's hash (P2SH, P2WSH, P2TR, the keccak and ed25519 chains)."""
+    if isinstance(address, P2PKHAddress | P2WPKHAddress | CosmosAddress):
+        return address.payload
+    return None
+
+
 def family_key(address: Address) -> str:
     """The name of the key family ``address`` belongs to, from the address alone:
     ``keccak:<hex20>`` for an EVM or Tron account, ``hash160:<hex20>`` for a P2PKH, P2WPKH
     or Cosmos address, ``<chain>:<address>`` for an address with no sibling (its own family)."""
     if isinstance(address, EvmAddress | TronAddress):
         return f"keccak:{address.payload.hex()}"
-    if isinstance(address, P2PKHAddress | P2WPKHAddress | CosmosAddress):
-        return f"hash160:{address.payload.hex()}"
+    hashed = key_hash(address)
+    if hashed is not None:
+        return f"hash160:{hashed.hex()}"
     return f"{address.chain.value}:{address}"
 
 

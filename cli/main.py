@@ -210,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     from cli.data import add_commands  # sql, watch import, up (docs/analytics.md)
 
     add_commands(sub, common, _settings)
+    from cli.bitcoin import add_commands as add_bitcoin_commands
+
+    add_bitcoin_commands(sub, common, _settings)
     return parser
 
 

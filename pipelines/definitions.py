@@ -41,7 +41,7 @@ from services.settings import Settings, load_settings
 
 def analytics_dir(settings: Settings) -> Path:
     """The analytics folder of a data directory."""
-    return settings.data_dir.resolve() / "analytics"
+    return settings.analytics_dir
 
 
 def build_definitions(

@@ -18,9 +18,27 @@ def sha256d(data: bytes) -> bytes:
     return hashlib.sha256(hashlib.sha256(data).digest()).digest()
 
 
-def hash160(data: bytes) -> bytes:
-    """RIPEMD-160 of SHA-256: the key and script commitment of P2PKH/P2SH/P2WPKH and Cosmos."""
-    return RIPEMD160.new(hashlib.sha256(data).digest()).digest()
+def _openssl_ripemd160() -> bool:
+    try:
+        hashlib.new("ripemd160")
+    except ValueError:  # OpenSSL 3 builds that keep RIPEMD-160 in the legacy provider only
+        return False
+    return True
+
+
+if _openssl_ripemd160():
+
+    def hash160(data: bytes) -> bytes:
+        """RIPEMD-160 of SHA-256: the key and script commitment of P2PKH/P2SH/P2WPKH and Cosmos.
+        (OpenSSL's RIPEMD-160, ~10x faster per call than pycryptodome's: the exposure index
+        hashes every revealed key twice.)"""
+        return hashlib.new("ripemd160", hashlib.sha256(data).digest()).digest()
+
+else:
+
+    def hash160(data: bytes) -> bytes:
+        """RIPEMD-160 of SHA-256: the key and script commitment of P2PKH/P2SH/P2WPKH and Cosmos."""
+        return RIPEMD160.new(hashlib.sha256(data).digest()).digest()
 
 
 def keccak256(data: bytes) -> bytes:

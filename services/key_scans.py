@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from chains.bitcoin.revelations import key_hashes
 from chains.clients.prices import Price
 from chains.environment import Environment
 from chains.evidence import Coverage, shared_evidence, with_family
@@ -30,6 +31,7 @@ from scoring.model import RISK_BANDS, SCORING_VERSION
 from scoring.readiness import ReadinessData
 from scoring.records import scored_scan
 from services.accounts import Principal, environment_of
+from services.exposure_index import IndexAnswer, with_index
 from services.observer import ChainObserver
 from services.pricing import ScanPrices
 from storage.models import KeyScanResult
@@ -100,7 +102,11 @@ class KeyScanService:
             return KeyScanOutcome(stored.result, cached=True)
         places = [p for p in key_addresses(key, env.network) if wanted is None or p.chain in wanted]
         forms = await self._observe(env, places)
-        body, data_as_of = await self._answer(env, key, forms, now)
+        index = None
+        if key.key_type is KeyType.SECP256K1 and self._observer.index is not None:
+            hashes = [h for h in key_hashes(key.compressed) or () if h is not None]  # both encodings
+            index = await self._observer.index.revealed(env, hashes)
+        body, data_as_of = await self._answer(env, key, forms, index, now)
         result = _ENCODER.encode(body).decode()
         await self._store.save_key_result(KeyScanResult(principal.account.id, env, subject, result, data_as_of, now))
         return KeyScanOutcome(result, cached=False)
@@ -136,24 +142,30 @@ class KeyScanService:
         return found, None
 
     async def _answer(
-        self, env: Environment, key: PublicKey, forms: Sequence[_Form], now: datetime
+        self, env: Environment, key: PublicKey, forms: Sequence[_Form], index: IndexAnswer | None, now: datetime
     ) -> tuple[dict[str, Any], datetime]:
         """The answer's fields, and when its oldest chain data was observed. The key is
-        exposed when any form's evidence reveals it (or a form's level is undetermined:
-        fail closed); its risk is the worst of its active forms'."""
+        exposed when any form's evidence or the Bitcoin exposure ``index`` reveals it (or a
+        form's level is undetermined: fail closed); its risk is the worst of its active forms'."""
         seen = [f.observation for f in forms if f.observation is not None]
         evidence = shared_evidence(seen)
+        if index is not None:
+            cited = {e.txid for e in evidence}
+            evidence += tuple(e for e in index.evidence if e.txid not in cited)
         unavailable = {f.place.chain for f in forms if f.observation is None}
         checked = {f.place.chain for f in forms} - unavailable
         exposed = bool(evidence) or any(
             o.exposure is Exposure.UNDETERMINED and o.has_activity and o.address_type != "p2tr" for o in seen
         )
-        bitcoin_blind = key.key_type is KeyType.SECP256K1 and not exposed and Chain.BITCOIN in checked
-        limits = (BITCOIN_SCRIPT_LIMIT,) if bitcoin_blind else ()
+        limit = None
+        if key.key_type is KeyType.SECP256K1 and not exposed and Chain.BITCOIN in checked:
+            heights = [o.height for o in seen if o.chain == Chain.BITCOIN.value and o.height is not None]
+            limit = BITCOIN_SCRIPT_LIMIT if index is None else index.limit(min(heights, default=None))
         coverage = Coverage(
             checked=tuple(c.value for c in CHAINS if c in checked),
             unavailable=tuple(c.value for c in CHAINS if c in unavailable),
-            limits=limits,
+            limits=() if limit is None else (limit,),
+            index_height=None if index is None else index.complete_to,
         )
         active = [f for f in forms if f.observation is not None and f.observation.has_activity]
         prices = await self._prices_for(env, {f.place.chain for f in active})
@@ -162,6 +174,8 @@ class KeyScanService:
         for f in active:
             assert f.observation is not None
             merged = with_family(f.observation, [o for o in seen if o is not f.observation])
+            if index is not None:  # the key itself: a BIP-86 output key is its tweak, exposed with it
+                merged = with_index(merged, index)
             risk = score_observation(merged, prices.get(f.place.chain), self._readiness)
             scans[id(f)] = _DECODER.decode(scored_scan(merged, risk, now, coverage).result)
             usd += [risk.balance_at_risk_usd] if merged.balance else []

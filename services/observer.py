@@ -19,15 +19,10 @@ from chains.codecs.address import Address
 from chains.environment import Environment
 from chains.errors import ChainError
 from chains.evidence import Coverage, with_family
-from chains.keys import siblings
+from chains.keys import key_hash, siblings
 from chains.observation import Exposure, Observation
 from chains.registry import CHAINS, Chain, Family
-
-#: What a "not exposed" verdict on a key hash cannot see without the chain-wide Bitcoin index.
-BITCOIN_INDEX_LIMIT = (
-    "bitcoin-index: a key revealed only in a P2PK or bare-multisig output, under its other SEC "
-    "encoding, or in another script is not visible through address lookups"
-)
+from services.exposure_index import NO_INDEX_LIMIT, ExposureIndex, IndexAnswer, with_index
 
 _KEY_HASH_FAMILIES = frozenset({Family.BITCOIN, Family.COSMOS})
 
@@ -43,13 +38,17 @@ class ScriptClient(Protocol):
         ...
 
 
-def limits_of(observation: Observation) -> tuple[str, ...]:
+def limits_of(
+    observation: Observation, index: IndexAnswer | None = None, bitcoin_height: int | None = None
+) -> tuple[str, ...]:
     """What the verdict on ``observation`` cannot see: for a Bitcoin or Cosmos key hash not
-    known exposed, revelations only the chain-wide Bitcoin index would show."""
+    known exposed, revelations only the chain-wide Bitcoin index shows, past what ``index``
+    (None: no index consulted) covers; Bitcoin's own data reaches ``bitcoin_height``."""
     family = CHAINS[Chain(observation.chain)].family
-    if family in _KEY_HASH_FAMILIES and observation.exposure is not Exposure.EXPOSED_AT_REST:
-        return (BITCOIN_INDEX_LIMIT,)
-    return ()
+    if family not in _KEY_HASH_FAMILIES or observation.exposure is Exposure.EXPOSED_AT_REST:
+        return ()
+    limit = NO_INDEX_LIMIT if index is None else index.limit(bitcoin_height)
+    return () if limit is None else (limit,)
 
 
 class ChainObserver:
@@ -60,12 +59,14 @@ class ChainObserver:
         clients: Mapping[Environment, Mapping[Chain, ChainClient]],
         family_chains: Collection[str],
         wait_seconds: float,
+        index: ExposureIndex | None = None,
     ) -> None:
         """``family_chains`` are the chain names sibling lookups may use; ``wait_seconds``
-        bounds each sibling chain's answer."""
+        bounds each sibling chain's answer; ``index`` is the Bitcoin exposure index, if any."""
         self._clients = clients
         self._family_chains = frozenset(family_chains)
         self._wait = wait_seconds
+        self.index = index
         self._inflight: dict[Hashable, asyncio.Task[list[Observation]]] = {}
 
     def allowed(self, chain: Chain) -> bool:
@@ -117,11 +118,17 @@ class ChainObserver:
         answers = dict(zip(pending, await asyncio.gather(*pending.values()), strict=True))
         found = [*same, *(o for answer in answers.values() if answer is not None for o in answer)]
         merged = with_family(own, found)
+        hashed = key_hash(target)
+        index = None if self.index is None or hashed is None else await self.index.revealed(env, [hashed])
+        if index is not None:
+            merged = with_index(merged, index)
+        heights = [o.height for o in (own, *found) if o.chain == Chain.BITCOIN.value and o.height is not None]
         unavailable = {*skipped, *(chain for chain, answer in answers.items() if answer is None)}
         coverage = Coverage(
             checked=tuple(c.value for c in CHAINS if c is target.chain or (c in answers and c not in unavailable)),
             unavailable=tuple(c.value for c in CHAINS if c in unavailable),
-            limits=limits_of(merged),
+            limits=limits_of(merged, index, min(heights, default=None)),
+            index_height=None if index is None else index.complete_to,
         )
         return merged, coverage
 

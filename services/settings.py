@@ -103,6 +103,11 @@ class Settings:
         return self.data_dir / "qday.sqlite"
 
     @property
+    def analytics_dir(self) -> Path:
+        """The analytics folder: Parquet tables and the Bitcoin exposure index."""
+        return self.data_dir.resolve() / "analytics"
+
+    @property
     def ratelimit_db(self) -> Path:
         """The SQLite file holding rate-limit windows (loss on crash is harmless)."""
         return self.data_dir / "ratelimit.sqlite"

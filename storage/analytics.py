@@ -23,12 +23,9 @@ Rules that let the API, a pipeline run and any number of analysts work at once:
 
 from __future__ import annotations
 
-import os
 import shutil
 import time
-import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from types import MappingProxyType
@@ -39,6 +36,10 @@ import polars as pl
 
 from scoring.frame import OBSERVATION_FIELDS, OBSERVATION_SCHEMA
 from scoring.risk import SCORED_SCHEMA
+from storage.bitcoin_index import BITCOIN_TABLES, BITCOIN_VIEWS, bitcoin_view_statements
+from storage.parquet_files import EMPTY_FILE, ParquetFileWriter, Table, conform, publish, temp_name, write_schema_file
+
+__all__ = ["TABLES", "VIEWS", "AnalyticsStore", "ParquetFileWriter", "Table", "conform"]
 
 UTC_TS: Final = pl.Datetime("us", "UTC")
 BALANCE: Final = pl.Decimal(38, 0)
@@ -46,7 +47,6 @@ BALANCE: Final = pl.Decimal(38, 0)
 
 DAILY_FILE: Final = "daily.parquet"
 NEW_PREFIX: Final = "new-"
-EMPTY_FILE: Final = "_empty.parquet"
 
 #: Columns every row-per-address table carries to say where and when a row came from.
 _PROVENANCE: Final = {
@@ -108,23 +108,6 @@ SCORE_COLUMNS: Final = {
 }
 """Columns a scored row adds: the price the scorer used, ``SCORED_SCHEMA``'s columns, and
 when the row was scored."""
-
-
-@dataclass(frozen=True, slots=True)
-class Table:
-    """One analytical table: its folder, Parquet schema and row key.
-
-    ``key`` identifies a row within one scan date; the view keeps one row per key and
-    date, preferring the daily partition's row over a newly-watched batch's. A table with
-    ``many_per_key`` (``key_exposure``: one row per evidence) keeps every row of the one
-    observation chosen for a key.
-    """
-
-    name: str
-    schema: pl.Schema
-    key: tuple[str, ...]
-    description: str
-    many_per_key: bool = False
 
 
 TABLES: Final[Mapping[str, Table]] = MappingProxyType(
@@ -239,142 +222,8 @@ TABLES: Final[Mapping[str, Table]] = MappingProxyType(
             ),
         )
     }
+    | dict(BITCOIN_TABLES)
 )
-
-
-def conform(frame: pl.DataFrame, table: Table) -> pl.DataFrame:
-    """``frame`` with exactly the table's columns, in order and cast (strictly) to its types."""
-    missing = [c for c in table.schema if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{table.name}: frame lacks columns {', '.join(missing)}")
-    return frame.select(pl.col(name).cast(dtype, strict=True) for name, dtype in table.schema.items())
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb") as f:
-        os.fsync(f.fileno())
-
-
-def _temp_name(target: Path) -> Path:
-    return target.with_name(f".{target.name}.{uuid.uuid4().hex}.tmp")
-
-
-def _publish(temp: Path, target: Path) -> None:
-    """fsync ``temp`` and rename it over ``target`` (atomic on POSIX), then fsync the folder."""
-    _fsync_file(temp)
-    os.replace(temp, target)
-    _fsync_dir(target.parent)
-
-
-class ParquetFileWriter:
-    """Writes one Parquet file from any number of frames with bounded memory.
-
-    Frames are buffered up to ``rows_per_part`` rows and spilled as part files into a
-    private scratch folder; ``commit`` streams the parts into a temporary file beside the
-    target and renames it into place. Zero frames still give a (zero-row) file, so a
-    re-run that finds nothing replaces yesterday's rows with none. With ``sort_by``, the
-    file is sorted by those columns and rows repeating them are dropped (the first kept);
-    that sort holds the rows' sort keys in memory. Use as a context manager: an
-    exception aborts, leaving the previous file untouched.
-    """
-
-    def __init__(
-        self,
-        target: Path,
-        table: Table,
-        scratch_root: Path,
-        *,
-        rows_per_part: int = 10_000,
-        row_group_size: int = 10_000,
-        sort_by: Sequence[str] = (),
-    ) -> None:
-        self.target = target
-        self.table = table
-        self.rows = 0
-        self._scratch = scratch_root / uuid.uuid4().hex
-        self._buffer: list[pl.DataFrame] = []
-        self._buffered = 0
-        self._parts: list[Path] = []
-        self._rows_per_part = rows_per_part
-        self._row_group_size = row_group_size
-        self._sort_by = list(sort_by)
-
-    def write(self, frame: pl.DataFrame) -> None:
-        """Add rows (cast to the table's schema; extra columns are dropped)."""
-        if frame.height == 0:
-            return
-        frame = conform(frame, self.table)
-        self._buffer.append(frame)
-        self._buffered += frame.height
-        self.rows += frame.height
-        if self._buffered >= self._rows_per_part:
-            self._spill()
-
-    def _spill(self) -> None:
-        if not self._buffer:
-            return
-        self._scratch.mkdir(parents=True, exist_ok=True)
-        part = self._scratch / f"part-{len(self._parts):06d}.parquet"
-        pl.concat(self._buffer, rechunk=False).write_parquet(part, row_group_size=self._row_group_size)
-        self._parts.append(part)
-        self._buffer, self._buffered = [], 0
-
-    def _sorted(self, frame: pl.LazyFrame) -> pl.LazyFrame:
-        if not self._sort_by:
-            return frame
-        return frame.sort(self._sort_by, maintain_order=True).unique(
-            subset=self._sort_by, keep="first", maintain_order=True
-        )
-
-    def commit(self) -> int:
-        """Write the file atomically; returns its row count (after dropping repeated
-        ``sort_by`` keys, when sorting)."""
-        self.target.parent.mkdir(parents=True, exist_ok=True)
-        temp = _temp_name(self.target)
-        try:
-            if not self._parts:  # everything fits in one write
-                frame = pl.concat(self._buffer) if self._buffer else self.table.schema.to_frame()
-                frame = self._sorted(frame.lazy()).collect()
-                self.rows = frame.height
-                frame.write_parquet(temp, row_group_size=self._row_group_size)
-            else:
-                self._spill()
-                found = self._sorted(pl.scan_parquet(self._parts))
-                found.sink_parquet(temp, row_group_size=self._row_group_size)
-                if self._sort_by:
-                    self.rows = pl.scan_parquet(temp).select(pl.len()).collect().item()
-            _publish(temp, self.target)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        finally:
-            self._cleanup()
-        return self.rows
-
-    def abort(self) -> None:
-        """Drop everything written so far; the target keeps its previous content."""
-        self._cleanup()
-
-    def _cleanup(self) -> None:
-        self._buffer = []
-        shutil.rmtree(self._scratch, ignore_errors=True)
-
-    def __enter__(self) -> ParquetFileWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
 
 class AnalyticsStore:
@@ -420,18 +269,7 @@ class AnalyticsStore:
         (temp name + rename; identical bytes if two processes race), and remove scratch
         folders a crashed writer left behind more than ``stale_scratch_seconds`` ago."""
         for table in TABLES.values():
-            folder = self.root / table.name
-            empty = folder / EMPTY_FILE
-            if empty.exists():
-                continue
-            folder.mkdir(parents=True, exist_ok=True)
-            temp = _temp_name(empty)
-            try:
-                table.schema.to_frame().write_parquet(temp)
-                _publish(temp, empty)
-            except BaseException:
-                temp.unlink(missing_ok=True)
-                raise
+            write_schema_file(self.root / table.name / EMPTY_FILE, table)
         if self.scratch.is_dir():
             cutoff = time.time() - stale_scratch_seconds
             for leftover in self.scratch.iterdir():
@@ -480,6 +318,7 @@ class AnalyticsStore:
             "CREATE OR REPLACE VIEW chain_readiness_latest AS SELECT * FROM chain_readiness"
             " WHERE scan_date = (SELECT max(scan_date) FROM chain_readiness)"
         )
+        statements.extend(bitcoin_view_statements(lambda name: self._scan(TABLES[name])))
         return statements
 
     def _glob(self, table: Table) -> str:
@@ -540,7 +379,7 @@ class AnalyticsStore:
             self.ensure_layout()
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        temp = _temp_name(path)
+        temp = temp_name(path)
         try:
             con = duckdb.connect(str(temp))
             try:
@@ -548,7 +387,7 @@ class AnalyticsStore:
                 con.execute("CHECKPOINT")
             finally:
                 con.close()
-            _publish(temp, path)
+            publish(temp, path)
         except BaseException:
             temp.unlink(missing_ok=True)
             Path(str(temp) + ".wal").unlink(missing_ok=True)
@@ -567,5 +406,6 @@ VIEWS: Final[tuple[str, ...]] = (
     "key_exposure_latest",
     "chain_readiness",
     "chain_readiness_latest",
+    *BITCOIN_VIEWS,
 )
 """Every view ``AnalyticsStore.create_views`` defines."""

@@ -6,14 +6,18 @@ preallocated in 16 MiB chunks, so a file ends in zero bytes where no record was 
 yet. Since Bitcoin Core 28 the files are obfuscated: every byte at file offset ``i`` is
 XORed with ``key[i % 8]``, where ``key`` is the 8 bytes of ``blocks/xor.dat`` (all zero,
 i.e. no obfuscation, for block directories written before 28 or with ``-blocksxor=0``).
-Records are in the order blocks arrived, not in height order. The caller opens or maps
-the file; this module only decodes what it is given.
+Records are in the order blocks arrived, not in height order. Preallocation writes zeros
+to the disk, so the unused tail of an obfuscated file reads as the key's bytes once
+deobfuscated: the end is found on the stored bytes. The caller opens the file; this module
+only decodes what it is given.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from types import MappingProxyType
+from typing import BinaryIO
 
 from chains.errors import MalformedChainData
 
@@ -49,24 +53,36 @@ def deobfuscate(data: bytes, key: bytes, offset: int = 0) -> bytes:
     return mixed.to_bytes(len(data), "little")
 
 
-def block_records(data: bytes, magic: bytes) -> Iterator[tuple[int, bytes]]:
-    """(file offset of the record, raw block) for every record of a deobfuscated block
-    file, in file order, stopping at the zero padding of a preallocated file.
-    ``MalformedChainData`` for another network's magic or a record cut short (a file
-    still being written: read it again once Bitcoin Core has flushed it)."""
-    view = memoryview(data)
-    offset = 0
-    while offset + 8 <= len(view):
-        head = bytes(view[offset : offset + 4])
-        if head == _EMPTY:
+def block_records(data: bytes, magic: bytes, key: bytes = bytes(XOR_KEY_SIZE)) -> Iterator[tuple[int, bytes]]:
+    """(file offset of the record, raw block) for every record of a block file's bytes as
+    stored (``read_records`` over them)."""
+    return read_records(io.BytesIO(data), magic, key)
+
+
+def read_records(stream: BinaryIO, magic: bytes, key: bytes = bytes(XOR_KEY_SIZE)) -> Iterator[tuple[int, bytes]]:
+    """(file offset of the record, raw block) for every record of a block file opened by
+    the caller, in file order, from the stream's position, one record in memory at a time,
+    with ``key``'s obfuscation removed at each record's offset. Stops at the end of the file
+    or at its preallocated tail: zero bytes *as stored* (so, in an obfuscated file, the key's
+    bytes once deobfuscated). ``MalformedChainData`` for another network's magic or a record
+    cut short (a file still being written: read it again once Bitcoin Core has flushed it)."""
+    offset = stream.tell()
+    while True:
+        stored = stream.read(8)
+        if not any(stored):
             return
-        if head != magic:
-            raise MalformedChainData(f"block file: magic {head.hex()} at offset {offset}, expected {magic.hex()}")
-        size = int.from_bytes(view[offset + 4 : offset + 8], "little")
-        end = offset + 8 + size
-        if size == 0 or end > len(view):
-            raise MalformedChainData(
-                f"block file: record at offset {offset} claims {size} bytes; the file is cut short"
-            )
-        yield offset, bytes(view[offset + 8 : end])
-        offset = end
+        if len(stored) < 8:
+            raise _cut_short(offset, len(stored))
+        head = deobfuscate(stored, key, offset)
+        if head[:4] != magic:
+            raise MalformedChainData(f"block file: magic {head[:4].hex()} at offset {offset}, expected {magic.hex()}")
+        size = int.from_bytes(head[4:], "little")
+        body = stream.read(size)
+        if size == 0 or len(body) < size:
+            raise _cut_short(offset, size)
+        yield offset, deobfuscate(body, key, offset + 8)
+        offset += 8 + size
+
+
+def _cut_short(offset: int, size: int) -> MalformedChainData:
+    return MalformedChainData(f"block file: record at offset {offset} claims {size} bytes; the file is cut short")

@@ -103,6 +103,20 @@ def key_hashes(pubkey: bytes) -> tuple[bytes, bytes | None] | None:
     return compressed, hash160(point.format(compressed=False))
 
 
+_FIELD_PRIME = 2**256 - 2**32 - 977
+
+
+def x_only_twin_hashes(x_only: bytes) -> tuple[bytes, bytes, bytes]:
+    """The HASH160s of the other SEC encodings whose private key a 32-byte x-only key
+    reveals: 0x03 + x and both uncompressed forms (BIP-340: the signer of an x-only key
+    holds the key of either point with that x, negating it as needed). ``key_hashes``
+    gives the fourth, 0x02 + x. The point must exist (``key_hashes`` returned a value)."""
+    even = Secp256k1Point(_EVEN_Y + x_only).format(compressed=False)
+    y = int.from_bytes(even[33:], "big")
+    odd = even[:33] + (_FIELD_PRIME - y).to_bytes(32, "big")
+    return hash160(b"\x03" + x_only), hash160(even), hash160(odd)
+
+
 def _output_keys(tx: Transaction) -> Iterator[bytes]:
     for txout in tx.outputs:
         yield from classify_script(txout.script_pubkey).keys

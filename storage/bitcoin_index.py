@@ -1,0 +1,472 @@
+"""The chain-wide Bitcoin exposure index on disk: Parquet parts, the best chain, lookups.
+
+Layout under ``<data_dir>/analytics/`` (docs/analytics.md)::
+
+    bitcoin_blocks/network=N/<origin>/<part>.parquet        one row per ingested block
+    bitcoin_revelations/network=N/<origin>/<part>.parquet   one row per revealed key (per tx, kind)
+    bitcoin_key_hashes/network=N/<origin>/<part>.parquet    one row per HASH160 of a revealed key,
+                                                            sorted by hash (the lookup table)
+    bitcoin_best_chain/network=N/best.parquet               height of every best-chain block
+    bitcoin_utxo/network=N/snapshot.parquet                 a dumptxoutset snapshot's coins
+    bitcoin_supply_exposure/network=N/supply.parquet        the snapshot's supply by type and cause
+    bitcoin_state/N/files/<part>.json, chain.json           ingest progress, index completeness
+
+``origin`` is ``files`` (a part per ``blk*.dat`` file, named by its stem) or ``rpc`` (a part per
+height range read from a node). Each part has one writer and is replaced whole (temp + rename):
+re-ingesting a file or a range after a reorg rewrites exactly its rows. A part's revelations and
+key hashes are published before its blocks file; the ``bitcoin_key_exposure`` view shows the rows
+of blocks whose blocks file exists, so a crash between the two leaves nothing half-visible there
+(lookups still see the revealed keys: a revelation is real whichever file holds it). A block
+ingested twice (two parts, e.g. a file and a range) is shown once, from the first part by name.
+
+Heights: the ``bitcoin_best_chain`` file gives each ingested block its height, rewritten after
+each ingest (``link``): its place on the most-work chain from genesis through every ingested
+block (``chains.bitcoin.heights.best_chain``), else the height its source gave (a node's
+``getblockhash`` for ranges, BIP-34 for files) when no linked block holds that height, else
+none: a stale block, or a block before BIP-34 whose ancestors were not ingested, has a null
+height (its revelations still count: they were broadcast).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final
+
+import duckdb
+import polars as pl
+
+from chains.bitcoin.heights import HeaderLink, best_chain, complete_height
+from chains.bitcoin.revelations import Revelation, x_only_twin_hashes
+from chains.bitcoin.tx import BlockHeader
+from storage.parquet_files import EMPTY_FILE, ParquetFileWriter, Table, publish, temp_name, write_schema_file
+
+FILES: Final = "files"
+RPC: Final = "rpc"
+ORIGINS: Final = (FILES, RPC)
+
+_HASH = pl.Binary()
+
+BITCOIN_TABLES: Final = MappingProxyType(
+    {
+        t.name: t
+        for t in (
+            Table(
+                "bitcoin_blocks",
+                pl.Schema(
+                    {
+                        "network": pl.String(),
+                        "source": pl.String(),
+                        "block_hash": _HASH,
+                        "prev_hash": _HASH,
+                        "height": pl.Int32(),
+                        "time": pl.Int64(),
+                        "bits": pl.Int64(),
+                        "tx_count": pl.Int32(),
+                        "revelations": pl.Int32(),
+                        "file_offset": pl.Int64(),
+                    }
+                ),
+                ("network", "block_hash"),
+                "Every ingested block: hash and parent (32 bytes, display order), the height its source "
+                "gave (null when it gave none), time, compact target, counts, and its part.",
+            ),
+            Table(
+                "bitcoin_revelations",
+                pl.Schema(
+                    {
+                        "network": pl.String(),
+                        "source": pl.String(),
+                        "block_hash": _HASH,
+                        "txid": _HASH,
+                        "pubkey": _HASH,
+                        "hash160": _HASH,
+                        "hash160_uncompressed": _HASH,
+                        "kind": pl.String(),
+                    }
+                ),
+                ("network", "txid", "pubkey", "kind"),
+                "One row per key a transaction revealed (chains.bitcoin.revelations).",
+            ),
+            Table(
+                "bitcoin_key_hashes",
+                pl.Schema(
+                    {
+                        "network": pl.String(),
+                        "source": pl.String(),
+                        "hash": _HASH,
+                        "pubkey": _HASH,
+                        "block_hash": _HASH,
+                        "txid": _HASH,
+                        "kind": pl.String(),
+                    }
+                ),
+                ("network", "hash"),
+                "Every HASH160 under which an address of a revealed key can appear (compressed and "
+                "uncompressed; for an x-only key, both parities of each), sorted by hash: what scans "
+                "look up.",
+            ),
+            Table(
+                "bitcoin_best_chain",
+                pl.Schema({"network": pl.String(), "block_hash": _HASH, "height": pl.Int32(), "linked": pl.Boolean()}),
+                ("network", "block_hash"),
+                "Each ingested block's height: on the most-work chain from genesis (linked), else the "
+                "height its source gave where no linked block holds that height.",
+            ),
+        )
+    }
+)
+"""The index's Parquet tables (``storage.analytics.TABLES`` includes them)."""
+
+
+BITCOIN_PART_TABLES: Final = ("bitcoin_revelations", "bitcoin_key_hashes", "bitcoin_blocks")
+"""The tables each part writes, in publication order (blocks last)."""
+
+BITCOIN_VIEWS: Final = ("bitcoin_blocks", "bitcoin_key_exposure")
+"""The index's ``qday sql`` views."""
+
+
+def bitcoin_view_statements(scan: Callable[[str], str]) -> list[str]:
+    """``CREATE OR REPLACE VIEW`` statements of the index's views; ``scan(table)`` gives the
+    ``read_parquet`` expression of every file of a table.
+
+    ``bitcoin_blocks`` shows hashes as hex (display order) and the height resolved as the
+    module docstring says; ``bitcoin_key_exposure`` has one row per revelation, from the first
+    part (by name) holding its block."""
+    blocks, best = scan("bitcoin_blocks"), scan("bitcoin_best_chain")
+    return [
+        "CREATE OR REPLACE VIEW bitcoin_blocks AS"
+        " SELECT b.network, lower(hex(b.block_hash)) AS block_hash, lower(hex(b.prev_hash)) AS prev_hash,"
+        "  c.height, coalesce(c.linked, false) AS linked, b.height AS source_height,"
+        "  make_timestamp(b.time * 1000000) AS time, b.bits, b.tx_count, b.revelations, b.source, b.file_offset"
+        f" FROM {blocks} b LEFT JOIN {best} c ON c.network = b.network AND c.block_hash = b.block_hash",
+        "CREATE OR REPLACE VIEW bitcoin_key_exposure AS"
+        f" WITH chosen AS (SELECT network, block_hash, min(source) AS source FROM {blocks} GROUP BY ALL)"
+        " SELECT r.network, r.pubkey, r.hash160, r.hash160_uncompressed, lower(hex(r.txid)) AS txid,"
+        "  c.height, r.kind, lower(hex(r.block_hash)) AS block_hash"
+        f" FROM {scan('bitcoin_revelations')} r"
+        " JOIN chosen ON chosen.network = r.network AND chosen.block_hash = r.block_hash"
+        "  AND chosen.source = r.source"
+        f" LEFT JOIN {best} c ON c.network = r.network AND c.block_hash = r.block_hash",
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexHit:
+    """One revelation of a looked-up HASH160: which hash matched, the key as revealed, the
+    revealing transaction (hex, display order), its block height (None when unknown) and
+    kind (output / input)."""
+
+    hash: bytes
+    pubkey: bytes
+    txid: str
+    height: int | None
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChainState:
+    """How far a network's index reaches: every block 0..``complete_to`` is ingested (None
+    without the genesis block), the highest known height, and how many blocks are ingested."""
+
+    network: str
+    complete_to: int | None
+    tip_height: int | None
+    blocks: int
+    linked_at: str
+
+
+def _hex(value: str) -> bytes:
+    return bytes.fromhex(value)
+
+
+class PartWriter:
+    """Writes one part (a block file or a height range) of a network's index: its blocks,
+    revelations and key hashes, with bounded memory (rows are flushed every ``flush_rows``).
+    ``commit`` publishes the three files (revelations and hashes first, blocks last)."""
+
+    def __init__(self, index: BitcoinIndexStore, network: str, origin: str, part: str, flush_rows: int = 50_000):
+        self.network, self.source = network, f"{origin}/{part}"
+        self.blocks = 0
+        self.revelations = 0
+        self._flush_rows = flush_rows
+        self._writers = {
+            name: ParquetFileWriter(
+                index.part_path(name, network, origin, part),
+                BITCOIN_TABLES[name],
+                index.scratch,
+                rows_per_part=flush_rows,
+                row_group_size=8_192 if name == "bitcoin_key_hashes" else 65_536,
+                sort_by=("hash", "block_hash", "txid", "kind") if name == "bitcoin_key_hashes" else (),
+            )
+            for name in BITCOIN_PART_TABLES
+        }
+        self._blocks: list[tuple[Any, ...]] = []
+        self._rows: list[tuple[bytes, bytes, bytes, bytes, bytes | None, str]] = []
+        self._hashes: list[tuple[bytes, bytes, bytes, bytes, str]] = []
+
+    def add_block(
+        self,
+        header: BlockHeader,
+        tx_count: int,
+        height: int | None,
+        revelations: Sequence[Revelation],
+        offset: int | None,
+    ) -> None:
+        """Add one block and the keys it revealed (``height``: what the source says, or None;
+        ``offset``: its record's place in a block file, None from a node)."""
+        block_hash = _hex(header.hash)
+        self._blocks.append(
+            (block_hash, _hex(header.prev_block), height, header.time, header.bits, tx_count, len(revelations), offset)
+        )
+        for r in revelations:
+            txid, kind = _hex(r.txid), r.kind.value
+            self._rows.append((block_hash, txid, r.pubkey, r.hash160, r.hash160_uncompressed, kind))
+            if r.hash160_uncompressed is not None:
+                found: tuple[bytes, ...] = (r.hash160, r.hash160_uncompressed)
+            else:
+                found = (r.hash160, *x_only_twin_hashes(r.pubkey))
+            self._hashes += ((h, r.pubkey, block_hash, txid, kind) for h in found)
+        self.blocks += 1
+        self.revelations += len(revelations)
+        if len(self._rows) >= self._flush_rows or len(self._blocks) >= self._flush_rows:
+            self._flush()
+
+    def carry(self, table: str, rows: pl.DataFrame) -> None:
+        """Add rows of the part's previous version of ``table`` as they are."""
+        self._writers[table].write(rows)
+        if table == "bitcoin_blocks":
+            self.blocks += rows.height
+            self.revelations += int(rows["revelations"].sum())
+
+    def _flush(self) -> None:
+        literals = {"network": pl.lit(self.network), "source": pl.lit(self.source)}
+        if self._rows:
+            names = ("block_hash", "txid", "pubkey", "hash160", "hash160_uncompressed")
+            schema = dict.fromkeys(names, _HASH) | {"kind": pl.String()}
+            rows = pl.DataFrame(self._rows, schema=schema, orient="row")
+            self._writers["bitcoin_revelations"].write(rows.with_columns(**literals))
+            schema = dict.fromkeys(("hash", "pubkey", "block_hash", "txid"), _HASH) | {"kind": pl.String()}
+            hashes = pl.DataFrame(self._hashes, schema=schema, orient="row")
+            self._writers["bitcoin_key_hashes"].write(hashes.with_columns(**literals))
+        if self._blocks:
+            columns = ("block_hash", "prev_hash", "height", "time", "bits", "tx_count", "revelations", "file_offset")
+            table = BITCOIN_TABLES["bitcoin_blocks"].schema
+            blocks = pl.DataFrame(self._blocks, schema={n: table[n] for n in columns}, orient="row")
+            self._writers["bitcoin_blocks"].write(blocks.with_columns(**literals))
+        self._rows, self._blocks, self._hashes = [], [], []
+
+    def commit(self) -> None:
+        """Publish the part (replacing an earlier version of it)."""
+        self._flush()
+        for writer in self._writers.values():
+            writer.commit()
+
+    def abort(self) -> None:
+        """Drop everything written; the previous version of the part stays."""
+        for writer in self._writers.values():
+            writer.abort()
+
+    def __enter__(self) -> PartWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class BitcoinIndexStore:
+    """The index's files under an analytics root: part paths, progress, the best chain, lookups."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def scratch(self) -> Path:
+        """Writers' private scratch space (shared with ``AnalyticsStore``)."""
+        return self.root / "_scratch"
+
+    def part_path(self, table: str, network: str, origin: str, part: str) -> Path:
+        """The Parquet file of one part of ``table``."""
+        if origin not in ORIGINS or "/" in part or part.startswith("."):
+            raise ValueError(f"bad index part {origin}/{part}")
+        return self.root / table / f"network={network}" / origin / f"{part}.parquet"
+
+    def writer(self, network: str, origin: str, part: str, keep: Collection[bytes] = ()) -> PartWriter:
+        """A ``PartWriter`` replacing the part ``origin/part`` of ``network``, starting with the
+        rows the current version holds for the blocks whose hashes are in ``keep`` (a range
+        that grew, or lost its top blocks to a reorg, is rewritten without refetching the rest)."""
+        writer = PartWriter(self, network, origin, part)
+        if keep:
+            wanted = list(keep)
+            for table in BITCOIN_PART_TABLES:
+                path = self.part_path(table, network, origin, part)
+                if path.exists():
+                    rows = pl.scan_parquet(path).filter(pl.col("block_hash").is_in(wanted)).collect()
+                    writer.carry(table, rows)
+        return writer
+
+    def part_heights(self, network: str, origin: str, part: str) -> dict[int, bytes]:
+        """Block hash by source height of the blocks a part holds (blocks without a height are left out)."""
+        path = self.part_path("bitcoin_blocks", network, origin, part)
+        if not path.exists():
+            return {}
+        frame = pl.read_parquet(path, columns=["height", "block_hash"]).drop_nulls("height")
+        return dict(zip(frame["height"].to_list(), frame["block_hash"].to_list(), strict=True))
+
+    def remove_part(self, network: str, origin: str, part: str) -> None:
+        """Delete a part (blocks first, so no view shows half of it); absent parts are ignored."""
+        for table in reversed(BITCOIN_PART_TABLES):
+            self.part_path(table, network, origin, part).unlink(missing_ok=True)
+        self._state_path(network, origin, part).unlink(missing_ok=True)
+
+    def parts(self, network: str, origin: str) -> list[str]:
+        """The names of the published parts of ``origin`` (by their blocks file), sorted."""
+        folder = self.root / "bitcoin_blocks" / f"network={network}" / origin
+        return sorted(p.stem for p in folder.glob("*.parquet")) if folder.is_dir() else []
+
+    # --- progress ------------------------------------------------------------------------
+
+    def _state_path(self, network: str, origin: str, part: str) -> Path:
+        return self.root / "bitcoin_state" / network / origin / f"{part}.json"
+
+    def part_state(self, network: str, origin: str, part: str) -> dict[str, Any] | None:
+        """What was recorded when the part was last published (None: never, or unreadable)."""
+        try:
+            value = json.loads(self._state_path(network, origin, part).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return value if isinstance(value, dict) else None
+
+    def save_part_state(self, network: str, origin: str, part: str, state: dict[str, Any]) -> None:
+        """Record a published part's source fingerprint and counts (atomically)."""
+        self._write_json(self._state_path(network, origin, part), state)
+
+    def _write_json(self, path: Path, value: dict[str, Any]) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = temp_name(path)
+        try:
+            temp.write_text(json.dumps(value, sort_keys=True), encoding="utf-8")
+            publish(temp, path)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+
+    def chain_state(self, network: str) -> ChainState | None:
+        """The network's completeness as of the last ``link`` (None before the first)."""
+        try:
+            value = json.loads((self.root / "bitcoin_state" / network / "chain.json").read_text(encoding="utf-8"))
+            return ChainState(**value)
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def networks(self) -> list[str]:
+        """The networks that have at least one ingested part."""
+        folder = self.root / "bitcoin_blocks"
+        found = (p.name.removeprefix("network=") for p in folder.glob("network=*")) if folder.is_dir() else ()
+        return sorted(n for n in found if any(self.parts(n, o) for o in ORIGINS))
+
+    # --- the best chain --------------------------------------------------------------------
+
+    def ensure_layout(self) -> None:
+        """Create each index table's folder and zero-row schema file when missing."""
+        for table in BITCOIN_TABLES.values():
+            write_schema_file(self.root / table.name / EMPTY_FILE, table)
+
+    def _read(self, table: str) -> str:
+        """A ``read_parquet`` of every part of ``table`` (its schema file keeps it non-empty)."""
+        self.ensure_layout()
+        glob = str((self.root / table).resolve() / "**" / "*.parquet").replace("'", "''")
+        return f"read_parquet('{glob}', union_by_name = true, hive_partitioning = false)"
+
+    def link(self, network: str) -> ChainState:
+        """Recompute the best chain of ``network`` from every ingested block, write it, and
+        record how far the index is complete. Linear in the number of blocks."""
+        con = duckdb.connect(":memory:")
+        try:
+            query = f"SELECT block_hash, prev_hash, bits, height FROM {self._read('bitcoin_blocks')} WHERE network = ?"
+            rows = con.execute(query, [network]).fetchall()
+        finally:
+            con.close()
+        chain = best_chain(HeaderLink(b.hex(), p.hex(), bits) for b, p, bits, _ in rows)
+        heights = dict(chain.heights)
+        linked = len(heights)
+        taken = set(heights.values())
+        for block_hash, _, _, height in rows:  # heights a node or BIP-34 gave, outside the linked chain
+            key = block_hash.hex()
+            if height is not None and key not in heights and height not in taken:
+                heights[key] = height
+                taken.add(height)
+        frame = pl.DataFrame(
+            {
+                "network": [network] * len(heights),
+                "block_hash": [bytes.fromhex(h) for h in heights],
+                "height": list(heights.values()),
+                "linked": [i < linked for i in range(len(heights))],
+            },
+            schema=BITCOIN_TABLES["bitcoin_best_chain"].schema,
+        )
+        target = self.root / "bitcoin_best_chain" / f"network={network}" / "best.parquet"
+        with ParquetFileWriter(target, BITCOIN_TABLES["bitcoin_best_chain"], self.scratch) as writer:
+            writer.write(frame)
+        state = ChainState(
+            network=network,
+            complete_to=complete_height(taken),
+            tip_height=max(taken) if taken else None,
+            blocks=len(rows),
+            linked_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        self._write_json(self.root / "bitcoin_state" / network / "chain.json", asdict(state))
+        return state
+
+    # --- lookups -----------------------------------------------------------------------------
+
+    def lookup(self, networks: Sequence[str], hashes: Sequence[bytes], per_hash: int = 3) -> list[IndexHit]:
+        """The earliest revelations (at most ``per_hash`` each, lowest height first, unknown
+        heights last) of keys whose compressed or uncompressed HASH160 is in ``hashes``, on
+        any of ``networks``. One DuckDB query; row groups whose hash range misses are skipped."""
+        present = [n for n in networks if self.parts(n, FILES) or self.parts(n, RPC)]
+        if not present or not hashes:
+            return []
+        con = duckdb.connect(":memory:")
+        try:
+            wanted = list(dict.fromkeys(hashes))
+            hits = con.execute(
+                f"""
+                WITH k AS (SELECT * FROM {self._read("bitcoin_key_hashes")}
+                           WHERE network IN ({", ".join("?" for _ in present)})
+                             AND hash IN ({", ".join("?" for _ in wanted)})),
+                     c AS (SELECT network, block_hash, height FROM {self._read("bitcoin_best_chain")}
+                           WHERE block_hash IN (SELECT block_hash FROM k))
+                , found AS (SELECT DISTINCT k.hash, k.pubkey, k.txid, c.height AS revealed_at, k.kind
+                FROM k LEFT JOIN c USING (network, block_hash))
+                SELECT hash, pubkey, txid, revealed_at, kind FROM found
+                QUALIFY row_number() OVER (PARTITION BY hash ORDER BY revealed_at ASC NULLS LAST, txid, kind) <= ?
+                ORDER BY hash, revealed_at ASC NULLS LAST, txid, kind
+                """,
+                [*present, *wanted, per_hash],
+            ).fetchall()
+        finally:
+            con.close()
+        return [IndexHit(h, key, txid.hex(), height, kind) for h, key, txid, height, kind in hits]
+
+    def iter_networks_state(self) -> Iterator[ChainState]:
+        """The chain state of every network with an index."""
+        for network in self.networks():
+            state = self.chain_state(network)
+            if state is not None:
+                yield state
+
+
+def fingerprint(path: Path) -> dict[str, int]:
+    """Size and modification time of a source file: a changed fingerprint means re-ingest
+    (Bitcoin Core appends to its newest block file)."""
+    stat = os.stat(path)
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
