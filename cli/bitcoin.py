@@ -40,6 +40,17 @@ def add_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
         "--workers", type=int, default=min(4, os.cpu_count() or 1), help="files ingested at once (default: CPUs, ≤4)"
     )
     ingest.set_defaults(func=lambda args: cmd_ingest_blocks(args, settings(args)))
+    snapshot = bitcoin_sub.add_parser(
+        "ingest-utxo-snapshot",
+        parents=[common],
+        help="load a dumptxoutset file and compute the supply exposed at its height",
+        description="Reads the file `bitcoin-cli dumptxoutset` writes (Bitcoin Core 28+) into bitcoin_utxo and "
+        "computes bitcoin_supply_exposure against the exposure index (ingest blocks first). Running it "
+        "again after more blocks were ingested recomputes the supply without reading the file again.",
+    )
+    snapshot.add_argument("file", type=Path, help="the snapshot file")
+    snapshot.add_argument("--height", type=int, help="the base block's height, when the index does not hold that block")
+    snapshot.set_defaults(func=lambda args: cmd_ingest_snapshot(args, settings(args)))
     status = bitcoin_sub.add_parser("status", parents=[common], help="how far each network's index is complete")
     status.set_defaults(func=lambda args: cmd_status(settings(args)))
 
@@ -90,6 +101,36 @@ def cmd_ingest_blocks(args: argparse.Namespace, settings: Settings) -> int:
     for state in summary.chains:
         print(_state_line(state))
     return 1 if summary.failed else 0
+
+
+def cmd_ingest_snapshot(args: argparse.Namespace, settings: Settings) -> int:
+    """Run ``qday bitcoin ingest-utxo-snapshot``: progress, then the supply table."""
+    from chains.errors import MalformedChainData
+    from services.bitcoin_utxo import ingest_utxo_snapshot
+
+    step = 0
+
+    def progress(done: int, total: int) -> None:
+        nonlocal step
+        if done * 20 >= (step + 1) * total or done == total:
+            step = done * 20 // max(total, 1)
+            print(f"{done:,} of {total:,} coins", flush=True)
+
+    try:
+        report = ingest_utxo_snapshot(args.file, settings.analytics_dir, height=args.height, progress=progress)
+    except (OSError, MalformedChainData) as exc:
+        print(f"qday bitcoin: {args.file}: {exc}", file=sys.stderr)
+        return 2
+    meta = report.metadata
+    how = f"read in {report.seconds:.1f} s" if report.read else "already ingested, not read again"
+    print(f"{meta.network} snapshot of block {meta.base_block_hash}: {meta.coins_count:,} coins, {how}")
+    print(f"supply at height {report.height:,} (height from {report.height_source}):")
+    total = sum(report.supply["value_sat"].to_list()) or 1
+    for row in report.supply.iter_rows(named=True):
+        share, btc = 100 * row["value_sat"] / total, row["value_sat"] / 100_000_000
+        kind = f"{row['script_type']:<9} {row['cause']:<13}"
+        print(f"  {kind} {row['outputs']:>13,} outputs {btc:>18,.8f} BTC {share:6.2f} %")
+    return 0
 
 
 def _state_line(state: ChainState) -> str:

@@ -27,6 +27,7 @@ from pipelines.automation import (
     rescore_job,
     score_job,
 )
+from pipelines.bitcoin import BitcoinNodeResource, bitcoin_block_range, bitcoin_index_job, bitcoin_tip_sensor
 from pipelines.resources import (
     AnalyticsResource,
     ChainDataResource,
@@ -49,6 +50,7 @@ def build_definitions(
     *,
     chain_data: ChainDataResource | None = None,
     prices: PriceResource | None = None,
+    bitcoin_node: BitcoinNodeResource | None = None,
 ) -> Definitions:
     """Every pipeline definition, with resources for ``settings`` (default: ``load_settings()``)."""
     settings = settings or load_settings()
@@ -59,14 +61,15 @@ def build_definitions(
             database=str(settings.operational_db.resolve()), synchronous=settings.sqlite_synchronous
         ),
         "analytics": AnalyticsResource(root=str(analytics_dir(settings))),
+        "bitcoin_node": bitcoin_node or BitcoinNodeResource(),
         "clock": ClockResource(),
     }
     return Definitions(
-        assets=ALL_ASSETS,
+        assets=[*ALL_ASSETS, bitcoin_block_range],
         asset_checks=ALL_CHECKS,
-        jobs=[observe_job, score_job, rescore_job, readiness_job, new_addresses_job],
+        jobs=[observe_job, score_job, rescore_job, readiness_job, new_addresses_job, bitcoin_index_job],
         schedules=[observe_schedule, readiness_schedule],
-        sensors=[new_watched_sensor, observed_families_sensor, readiness_sensor],
+        sensors=[new_watched_sensor, observed_families_sensor, readiness_sensor, bitcoin_tip_sensor],
         resources=resources,
         executor=in_process_executor,
     )

@@ -173,7 +173,6 @@ async def sync_range(
             for (height, _), block in zip(window, blocks, strict=True):
                 rows = list(block_revelations(block, height))
                 writer.add_block(block.header, len(block.transactions), height, rows, None)
-    index.save_part_state(network, RPC, part, {"top": heights[-1], "top_hash": hashes[-1].hex()})
     return RangeReport(part, len(missing), len(keep), unchanged=False)
 
 

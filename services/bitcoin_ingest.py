@@ -129,12 +129,12 @@ def ingest_file(job: FileJob) -> FileReport:
     except (MalformedChainData, OSError) as exc:
         return FileReport(job.path, size=print_["size"], seconds=time.perf_counter() - started, error=str(exc))
     state = {**print_, "xor": job.xor_key.hex(), "blocks": writer.blocks, "revelations": writer.revelations}
-    store.save_part_state(job.network, FILES, part, state)
+    store.save_state(job.network, state, FILES, part)
     return FileReport(job.path, writer.blocks, writer.revelations, print_["size"], time.perf_counter() - started)
 
 
 def _unchanged(store: BitcoinIndexStore, job: FileJob) -> bool:
-    state = store.part_state(job.network, FILES, job.path.stem)
+    state = store.state(job.network, FILES, job.path.stem)
     if state is None or job.path.stem not in store.parts(job.network, FILES):
         return False
     return state.get("xor") == job.xor_key.hex() and all(state.get(k) == v for k, v in fingerprint(job.path).items())

@@ -37,6 +37,7 @@ import polars as pl
 from scoring.frame import OBSERVATION_FIELDS, OBSERVATION_SCHEMA
 from scoring.risk import SCORED_SCHEMA
 from storage.bitcoin_index import BITCOIN_TABLES, BITCOIN_VIEWS, bitcoin_view_statements
+from storage.bitcoin_supply import SUPPLY_TABLES, SUPPLY_VIEWS, supply_view_statements
 from storage.parquet_files import EMPTY_FILE, ParquetFileWriter, Table, conform, publish, temp_name, write_schema_file
 
 __all__ = ["TABLES", "VIEWS", "AnalyticsStore", "ParquetFileWriter", "Table", "conform"]
@@ -223,6 +224,7 @@ TABLES: Final[Mapping[str, Table]] = MappingProxyType(
         )
     }
     | dict(BITCOIN_TABLES)
+    | dict(SUPPLY_TABLES)
 )
 
 
@@ -319,6 +321,7 @@ class AnalyticsStore:
             " WHERE scan_date = (SELECT max(scan_date) FROM chain_readiness)"
         )
         statements.extend(bitcoin_view_statements(lambda name: self._scan(TABLES[name])))
+        statements.extend(supply_view_statements(lambda name: self._scan(TABLES[name])))
         return statements
 
     def _glob(self, table: Table) -> str:
@@ -407,5 +410,6 @@ VIEWS: Final[tuple[str, ...]] = (
     "chain_readiness",
     "chain_readiness_latest",
     *BITCOIN_VIEWS,
+    *SUPPLY_VIEWS,
 )
 """Every view ``AnalyticsStore.create_views`` defines."""

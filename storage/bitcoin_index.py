@@ -42,7 +42,7 @@ import duckdb
 import polars as pl
 
 from chains.bitcoin.heights import HeaderLink, best_chain, complete_height
-from chains.bitcoin.revelations import Revelation, x_only_twin_hashes
+from chains.bitcoin.revelations import Revelation, address_hashes
 from chains.bitcoin.tx import BlockHeader
 from storage.parquet_files import EMPTY_FILE, ParquetFileWriter, Table, publish, temp_name, write_schema_file
 
@@ -107,9 +107,9 @@ BITCOIN_TABLES: Final = MappingProxyType(
                     }
                 ),
                 ("network", "hash"),
-                "Every HASH160 under which an address of a revealed key can appear (compressed and "
-                "uncompressed; for an x-only key, both parities of each), sorted by hash: what scans "
-                "look up.",
+                "Every HASH160 an address of a revealed key commits to (chains.bitcoin.revelations."
+                "address_hashes: both encodings, the nested P2SH-P2WPKH script, both parities of an "
+                "x-only key), sorted by hash: what scans and the supply table look up.",
             ),
             Table(
                 "bitcoin_best_chain",
@@ -227,11 +227,7 @@ class PartWriter:
         for r in revelations:
             txid, kind = _hex(r.txid), r.kind.value
             self._rows.append((block_hash, txid, r.pubkey, r.hash160, r.hash160_uncompressed, kind))
-            if r.hash160_uncompressed is not None:
-                found: tuple[bytes, ...] = (r.hash160, r.hash160_uncompressed)
-            else:
-                found = (r.hash160, *x_only_twin_hashes(r.pubkey))
-            self._hashes += ((h, r.pubkey, block_hash, txid, kind) for h in found)
+            self._hashes += ((h, r.pubkey, block_hash, txid, kind) for h in address_hashes(r))
         self.blocks += 1
         self.revelations += len(revelations)
         if len(self._rows) >= self._flush_rows or len(self._blocks) >= self._flush_rows:
@@ -325,7 +321,7 @@ class BitcoinIndexStore:
         """Delete a part (blocks first, so no view shows half of it); absent parts are ignored."""
         for table in reversed(BITCOIN_PART_TABLES):
             self.part_path(table, network, origin, part).unlink(missing_ok=True)
-        self._state_path(network, origin, part).unlink(missing_ok=True)
+        self._state_path(network, origin, part).unlink(missing_ok=True)  # the part's progress record
 
     def parts(self, network: str, origin: str) -> list[str]:
         """The names of the published parts of ``origin`` (by their blocks file), sorted."""
@@ -334,22 +330,21 @@ class BitcoinIndexStore:
 
     # --- progress ------------------------------------------------------------------------
 
-    def _state_path(self, network: str, origin: str, part: str) -> Path:
-        return self.root / "bitcoin_state" / network / origin / f"{part}.json"
+    def _state_path(self, network: str, *names: str) -> Path:
+        return self.root / "bitcoin_state" / network / Path(*names[:-1]) / f"{names[-1]}.json"
 
-    def part_state(self, network: str, origin: str, part: str) -> dict[str, Any] | None:
-        """What was recorded when the part was last published (None: never, or unreadable)."""
+    def state(self, network: str, *names: str) -> dict[str, Any] | None:
+        """A progress record of ``network`` (``bitcoin_state/<network>/<names…>.json``; None:
+        never written, or unreadable)."""
         try:
-            value = json.loads(self._state_path(network, origin, part).read_text(encoding="utf-8"))
+            value = json.loads(self._state_path(network, *names).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         return value if isinstance(value, dict) else None
 
-    def save_part_state(self, network: str, origin: str, part: str, state: dict[str, Any]) -> None:
-        """Record a published part's source fingerprint and counts (atomically)."""
-        self._write_json(self._state_path(network, origin, part), state)
-
-    def _write_json(self, path: Path, value: dict[str, Any]) -> None:
+    def save_state(self, network: str, value: dict[str, Any], *names: str) -> None:
+        """Write a progress record (atomically: temp + rename)."""
+        path = self._state_path(network, *names)
         path.parent.mkdir(parents=True, exist_ok=True)
         temp = temp_name(path)
         try:
@@ -362,10 +357,21 @@ class BitcoinIndexStore:
     def chain_state(self, network: str) -> ChainState | None:
         """The network's completeness as of the last ``link`` (None before the first)."""
         try:
-            value = json.loads((self.root / "bitcoin_state" / network / "chain.json").read_text(encoding="utf-8"))
-            return ChainState(**value)
-        except (OSError, ValueError, TypeError):
+            return ChainState(**(self.state(network, "chain") or {}))
+        except TypeError:
             return None
+
+    def height_of(self, network: str, block_hash: str) -> int | None:
+        """The height of a block the index holds on its best chain (None: unknown)."""
+        con = duckdb.connect(":memory:")
+        try:
+            found = con.execute(
+                f"SELECT height FROM {self._read('bitcoin_best_chain')} WHERE network = ? AND block_hash = ?",
+                [network, bytes.fromhex(block_hash)],
+            ).fetchone()
+        finally:
+            con.close()
+        return None if found is None else int(found[0])
 
     def networks(self) -> list[str]:
         """The networks that have at least one ingested part."""
@@ -423,7 +429,7 @@ class BitcoinIndexStore:
             blocks=len(rows),
             linked_at=datetime.now(UTC).isoformat(timespec="seconds"),
         )
-        self._write_json(self.root / "bitcoin_state" / network / "chain.json", asdict(state))
+        self.save_state(network, asdict(state), "chain")
         return state
 
     # --- lookups -----------------------------------------------------------------------------

@@ -104,17 +104,30 @@ def key_hashes(pubkey: bytes) -> tuple[bytes, bytes | None] | None:
 
 
 _FIELD_PRIME = 2**256 - 2**32 - 977
+_NESTED_P2WPKH = b"\x00\x14"
 
 
-def x_only_twin_hashes(x_only: bytes) -> tuple[bytes, bytes, bytes]:
-    """The HASH160s of the other SEC encodings whose private key a 32-byte x-only key
-    reveals: 0x03 + x and both uncompressed forms (BIP-340: the signer of an x-only key
-    holds the key of either point with that x, negating it as needed). ``key_hashes``
-    gives the fourth, 0x02 + x. The point must exist (``key_hashes`` returned a value)."""
+def _x_only_twins(x_only: bytes) -> tuple[bytes, bytes, bytes]:
+    """The HASH160s of 0x03 + x and of both uncompressed points with that x."""
     even = Secp256k1Point(_EVEN_Y + x_only).format(compressed=False)
     y = int.from_bytes(even[33:], "big")
     odd = even[:33] + (_FIELD_PRIME - y).to_bytes(32, "big")
     return hash160(b"\x03" + x_only), hash160(even), hash160(odd)
+
+
+def address_hashes(revelation: Revelation) -> tuple[bytes, ...]:
+    """Every HASH160 an address or output script of the revealed key commits to, so that one
+    lookup by an address's hash finds the key: its compressed and uncompressed P2PKH/P2WPKH
+    hash and the P2SH-P2WPKH script hash of its compressed form. A 32-byte x-only key reveals
+    the private key of both points with that x (BIP-340 signers negate as needed), so both
+    parities of each form are listed."""
+    nested = [revelation.hash160]
+    if revelation.hash160_uncompressed is not None:
+        found: list[bytes] = [revelation.hash160, revelation.hash160_uncompressed]
+    else:
+        odd, even_full, odd_full = _x_only_twins(revelation.pubkey)
+        found, nested = [revelation.hash160, odd, even_full, odd_full], [revelation.hash160, odd]
+    return (*found, *(hash160(_NESTED_P2WPKH + h) for h in nested))
 
 
 def _output_keys(tx: Transaction) -> Iterator[bytes]:

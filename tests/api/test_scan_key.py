@@ -51,9 +51,9 @@ def serve_unseen(loopback: Loopback, *paths: str) -> None:
             loopback.route("GET", path, stats(0, 0, 0, 0, 0))
 
 
-def serve_key(loopback: Loopback, key_hex: str) -> None:
-    """Zero stats for every Bitcoin form of the key that the replay has no data for."""
-    for place in key_addresses(parse_public_key(bytes.fromhex(key_hex))):
+def serve_key(loopback: Loopback, key_hex: str, network: Network = Network.MAINNET) -> None:
+    """Zero stats for every Bitcoin form of the key (on ``network``) that the replay has no data for."""
+    for place in key_addresses(parse_public_key(bytes.fromhex(key_hex)), network):
         if place.address is None and place.script_pubkey is not None:
             serve_unseen(loopback, f"/scripthash/{sha256(place.script_pubkey).hex()}")
         elif place.chain.value == "bitcoin":

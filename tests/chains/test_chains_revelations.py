@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -13,13 +14,14 @@ import pytest
 from chains.bitcoin.revelations import (
     Revelation,
     RevelationKind,
+    address_hashes,
     block_revelations,
     key_hashes,
     transaction_revelations,
 )
 from chains.bitcoin.script import push_items
 from chains.bitcoin.spend import SpendType, analyze_input
-from chains.bitcoin.tx import Block, parse_block, parse_transaction
+from chains.bitcoin.tx import Block, Transaction, TxOut, parse_block, parse_transaction
 from chains.codecs.bitcoin import BitcoinAddress
 from chains.registry import Network
 from pqc.hashes import hash160
@@ -193,3 +195,34 @@ def test_a_key_revealed_twice_in_one_transaction_is_one_row(blocks: Any) -> None
             assert sorted(row.pubkey for row in rows) == sorted(set(keys))
             return
     pytest.fail("no transaction in block 413567 reveals one key twice")
+
+
+def _paying(script: bytes) -> Transaction:
+    """A transaction with one output paying ``script`` (no inputs: nothing else is revealed)."""
+    return Transaction(2, (), (TxOut(1_000, script),), 0, "11" * 32, "11" * 32)
+
+
+def test_address_hashes_of_a_sec_key_follow_bip49(conformance_dir: Path) -> None:
+    """The BIP-49 vector: a compressed key, its key hash and its P2SH-P2WPKH script hash."""
+    vector = json.loads((conformance_dir / "wallets" / "bip49.json").read_text())
+    fields = {f["name"]: f["value"] for group in vector["groups"] for f in group["fields"]}
+    key = bytes.fromhex(fields["account0recvPublicKeyHex"])
+    (row,) = transaction_revelations(_paying(bytes([len(key)]) + key + b"\xac"), None)  # P2PK
+    hashes = address_hashes(row)
+    uncompressed = coincurve.PublicKey(key).format(compressed=False)
+    assert hashes == (
+        bytes.fromhex(fields["keyhash"]),
+        hash160(uncompressed),
+        bytes.fromhex(fields["addressBytes"]),
+    )
+
+
+def test_address_hashes_of_an_x_only_key_cover_both_parities() -> None:
+    secret = coincurve.PrivateKey(b"\x07" * 32)
+    x_only = secret.public_key.format()[1:]
+    (row,) = transaction_revelations(_paying(b"\x51\x20" + x_only), None)  # P2TR
+    even = coincurve.PublicKey(b"\x02" + x_only)
+    odd = coincurve.PublicKey(b"\x03" + x_only)
+    forms = [even.format(), odd.format(), even.format(compressed=False), odd.format(compressed=False)]
+    nested = [hash160(b"\x00\x14" + hash160(k)) for k in forms[:2]]
+    assert address_hashes(row) == (*(hash160(k) for k in forms), *nested)
