@@ -115,9 +115,8 @@ async def test_the_block9_p2pkh_address_is_exposed_by_the_index(scanner: Any, es
     assert r.status_code == 200, r.text
     data = r.json()["data"]
     assert data["publicKeyExposed"] is True
-    assert {"chain": "bitcoin", "address": BLOCK9_KEY, "kind": "index", "txid": BLOCK170_SPEND, "blockHeight": None} in (
-        data["exposureEvidence"]
-    )
+    index = {"chain": "bitcoin", "address": BLOCK9_KEY, "kind": "index", "txid": BLOCK170_SPEND, "blockHeight": None}
+    assert index in data["exposureEvidence"]
     assert data["coverage"]["limits"] == [] and "bitcoinIndexHeight" not in data["coverage"]
 
 
@@ -187,7 +186,8 @@ async def test_a_key_scan_finds_the_key_in_the_index(scanner: Any, esploras: Any
     assert data["coverage"] == {"checked": ["bitcoin"], "unavailable": [], "limits": [], "bitcoinIndexHeight": 4}
     silent = public_key(79).hex()
     serve_key(esploras[1], silent, Network.TESTNET)
-    r = await client.post(KEY_SCAN, json={"publicKey": silent, "chains": ["bitcoin"]}, headers=tenant.auth("secret_test"))
+    body = {"publicKey": silent, "chains": ["bitcoin"]}
+    r = await client.post(KEY_SCAN, json=body, headers=tenant.auth("secret_test"))
     data = r.json()["data"]
     assert data["publicKeyExposed"] is False and data["coverage"]["limits"] == []
     assert data["exposureComplete"] is True, data["coverage"]
