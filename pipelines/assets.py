@@ -79,7 +79,7 @@ from chains.errors import ChainUnavailable
 from chains.keys import family_group
 from chains.registry import CHAINS, Chain
 from core.clock import Clock
-from pipelines.families import LINK_CHUNK, FamilyLinks, family_links, link_frame, sibling_sources
+from pipelines.families import LINK_CHUNK, FamilyLinks, family_links, link_frame, sibling_sources, with_index
 from pipelines.rescore import (
     DAILY,
     FAMILY_TARGET_ORDER,
@@ -113,7 +113,9 @@ from pipelines.resources import (
 from scoring import load_readiness
 from scoring.model import WEIGHT_PERCENT
 from scoring.readiness import ReadinessData
+from services.exposure_index import ExposureIndex, IndexAnswer
 from storage.analytics import TABLES, AnalyticsStore
+from storage.bitcoin_index import BitcoinIndexStore
 from storage.errors import StoreUnavailable
 from storage.models import WatchedAddress
 
@@ -358,18 +360,31 @@ def day_members(store: AnalyticsStore, chain: Chain, day: date) -> dict[str, pl.
     return {name: pl.scan_parquet(path) for name, path in found.items() if path.exists()}
 
 
+def bitcoin_index(store: AnalyticsStore) -> tuple[ExposureIndex, dict[str, IndexAnswer]]:
+    """The chain-wide Bitcoin exposure index of the analytics folder, and each environment's
+    state of it (for the verdicts' limits)."""
+    index = ExposureIndex(BitcoinIndexStore(store.root))
+    return index, {env.value: index.state(env) for env in Environment}
+
+
 def linked_batches(
-    observations: Path, members: dict[str, pl.LazyFrame], chunk: int = RISK_BATCH, window: int = LINK_CHUNK
+    observations: Path,
+    members: dict[str, pl.LazyFrame],
+    chunk: int = RISK_BATCH,
+    window: int = LINK_CHUNK,
+    index: ExposureIndex | None = None,
 ) -> Iterator[tuple[FamilyLinks, pl.DataFrame]]:
     """The observation file in batches of ``chunk`` rows, each with the family links of a
-    window of ``window`` rows around it: one pass over the members per window, while only
-    one batch of full observation rows is held at a time."""
+    window of ``window`` rows around it (and the Bitcoin ``index``'s evidence for them): one
+    pass over the members per window, while only one batch of full observation rows is held
+    at a time."""
     links, end, offset = None, 0, 0
     for frame in read_batches(observations, chunk=chunk):
         if links is None or offset + frame.height > end:
             size = max(window, frame.height)
             families = pl.scan_parquet(observations).slice(offset, size).select("environment", "family")
-            links, end = family_links(members, families), offset + size
+            links = with_index(family_links(members, families), families.collect(), index)
+            end = offset + size
         yield links, frame
         offset += frame.height
 
@@ -402,9 +417,10 @@ def address_risk(
     scanned_at = clock.now()
     target = store.daily_file("address_risk", day, chain.value)
     observations = store.daily_file("address_observations", day, chain.value)
+    index, states = bitcoin_index(store)
     with store.writer("address_risk", target) as writer:
-        for links, frame in linked_batches(observations, members):
-            writer.write(risk_rows(link_frame(frame, links), prices, readiness, scanned_at))
+        for links, frame in linked_batches(observations, members, index=index):
+            writer.write(risk_rows(link_frame(frame, links, states), prices, readiness, scanned_at))
     bands = pl.scan_parquet(target).group_by("risk_score").agg(pl.len()).collect().sort("risk_score").iter_rows()
     linked = (
         pl.scan_parquet(target)
@@ -437,11 +453,12 @@ def published_scan_results(
     store = analytics.store()
     readiness = load_readiness()
     watch = store.daily_file("watchlist", day, chain.value)
+    _, states = bitcoin_index(store)
     saved = skipped = 0
     try:
         with operational_store.open() as op:
             for frame in read_batches(store.daily_file("address_risk", day, chain.value), chunk=PUBLISH_BATCH):
-                done, passed = op.publish(records_for(frame, watchers_in_range(watch, frame), readiness))
+                done, passed = op.publish(records_for(frame, watchers_in_range(watch, frame), readiness, states))
                 saved, skipped = saved + done, skipped + passed
     except StoreUnavailable as exc:
         raise _upstream_fault(context, 3, 10.0, exc, "operational store unavailable") from exc
@@ -669,10 +686,12 @@ def _score_new(run: NewScoring, chain: Chain, entries: list[WatchedAddress]) -> 
                 members[other] = _concat(future.result(), "members", "key_exposure")
             except ChainUnavailable:
                 unavailable.append(other.value)
+    index, states = bitcoin_index(store)
     links = family_links({other.value: frame.lazy() for other, frame in members.items()})
+    links = with_index(links, observations.select("environment", "family"), index)
     environments = sorted({e.environment for e in entries})
     price_frame = price_rows(chain, run.prices.native_prices(chain, environments), batch, now)
-    risk = risk_rows(link_frame(observations, links), price_frame, run.readiness, run.clock.now())
+    risk = risk_rows(link_frame(observations, links, states), price_frame, run.readiness, run.clock.now())
     for table, frame in (
         ("watchlist", watch),
         ("address_observations", observations),
@@ -684,7 +703,7 @@ def _score_new(run: NewScoring, chain: Chain, entries: list[WatchedAddress]) -> 
         store.write_frame(
             "key_exposure", store.new_file("key_exposure", batch.scan_date, other.value, batch.run_id), frame
         )
-    saved, _ = run.operational.publish(records_for(risk, watch, run.readiness))
+    saved, _ = run.operational.publish(records_for(risk, watch, run.readiness, states))
     return saved, unavailable
 
 

@@ -229,7 +229,7 @@ def new_watched_sensor(
 
 OBSERVING_JOBS = frozenset({observe_job.name, rescore_job.name})
 """Jobs whose runs observe a chain's day (a score run waits for them)."""
-_UNFINISHED = [
+UNFINISHED = [
     DagsterRunStatus.QUEUED,
     DagsterRunStatus.NOT_STARTED,
     DagsterRunStatus.STARTING,
@@ -248,7 +248,7 @@ def _latest(instance: DagsterInstance, asset: str, partition: str) -> int | None
 
 def _observing(instance: DagsterInstance, partition: str) -> bool:
     """True while a run observing the partition is queued or running."""
-    runs = instance.get_run_records(RunsFilter(tags={"dagster/partition": partition}, statuses=_UNFINISHED))
+    runs = instance.get_run_records(RunsFilter(tags={"dagster/partition": partition}, statuses=UNFINISHED))
     return any(run.dagster_run.job_name in OBSERVING_JOBS for run in runs)
 
 

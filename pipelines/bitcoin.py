@@ -32,9 +32,6 @@ follows is serialised by a lock file, so the best chain written last was read af
 part published before it.
 """
 
-from __future__ import annotations
-
-import fcntl
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,11 +63,11 @@ from pydantic import Field
 from chains.clients.bitcoin_core import BitcoinCoreClient, ChainTip
 from chains.endpoints import BITCOIN_RPC_TIMEOUT, EndpointConfig
 from chains.environment import Environment
-from pipelines.automation import _UNFINISHED
-from pipelines.resources import AnalyticsResource, _endpoints, _on_own_loop
+from pipelines.automation import UNFINISHED
+from pipelines.resources import AnalyticsResource, configured_endpoints, on_own_loop
 from pipelines.runner import LoopThread
 from services.bitcoin_follow import RANGE_SIZE, FollowPlan, RangeReport, parse_part, part_name, plan_follow, sync_range
-from storage.bitcoin_index import BitcoinIndexStore, ChainState
+from storage.bitcoin_index import BitcoinIndexStore
 
 BITCOIN_INDEX = "bitcoin_index"
 TIP_SENSOR_INTERVAL_SECONDS = 30
@@ -108,15 +105,16 @@ class BitcoinNode:
     def __init__(self, loop: LoopThread, client: BitcoinCoreClient, range_size: int) -> None:
         self._loop = loop
         self._client = client
-        self.range_size = range_size
+        self._range_size = range_size
 
     def tip(self) -> ChainTip:
         """Height, hash and network of the node's best block."""
         return self._loop.run(self._client.tip())
 
     def plan(self, index: BitcoinIndexStore, start_height: int | None) -> FollowPlan:
-        """The ranges (of ``range_size`` heights) to sync to reach the node's tip (``plan_follow``)."""
-        return self._loop.run(plan_follow(self._client, index, start_height=start_height, size=self.range_size))
+        """The ranges (of the resource's ``range_size`` heights) to sync to reach the node's tip
+        (``plan_follow``)."""
+        return self._loop.run(plan_follow(self._client, index, start_height=start_height, size=self._range_size))
 
     def sync(
         self, index: BitcoinIndexStore, network: str, span: tuple[int, int], tip_height: int, first: int
@@ -152,7 +150,7 @@ class BitcoinNodeResource(ConfigurableResource["BitcoinNodeResource"]):
         """The node's endpoint (None: no node is configured)."""
         if self.url is not None:
             return EndpointConfig(self.url, timeout=BITCOIN_RPC_TIMEOUT)
-        return _endpoints(self.config_file)[Environment.LIVE].bitcoin_rpc
+        return configured_endpoints(self.config_file)[Environment.LIVE].bitcoin_rpc
 
     @contextmanager
     def open(self) -> Iterator[BitcoinNode]:
@@ -161,19 +159,8 @@ class BitcoinNodeResource(ConfigurableResource["BitcoinNodeResource"]):
         endpoint = self.endpoint()
         if endpoint is None:
             raise Failure(description=NOT_CONFIGURED)
-        with _on_own_loop(lambda: BitcoinCoreClient(endpoint)) as (loop, client):
+        with on_own_loop(lambda: BitcoinCoreClient(endpoint)) as (loop, client):
             yield BitcoinNode(loop, client, self.range_size)
-
-
-def _link(index: BitcoinIndexStore, network: str) -> ChainState:
-    """``index.link(network)`` under an exclusive lock on ``bitcoin_state/<network>/link.lock``:
-    runs of other ranges link at the same time, and a link that read the parts before
-    another run published its part must not write its best chain after that run's link."""
-    lock = index.root / "bitcoin_state" / network / "link.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
-        return index.link(network)
 
 
 # --- the asset and its job ----------------------------------------------------------------
@@ -190,7 +177,7 @@ class BitcoinRangeConfig(Config):
     )
 
 
-@asset(partitions_def=bitcoin_height_ranges, group_name=BITCOIN_INDEX, kinds={"bitcoin", "parquet"})
+@asset(partitions_def=bitcoin_height_ranges, group_name=BITCOIN_INDEX, kinds={"parquet"})
 def bitcoin_block_range(
     context: AssetExecutionContext,
     config: BitcoinRangeConfig,
@@ -214,7 +201,7 @@ def bitcoin_block_range(
                 description=f"the Bitcoin Core node follows {tip.network}, not {network} ({context.partition_key})"
             )
         report = node.sync(index, network, span, tip.height, first)
-    state = _link(index, network)
+    state = index.link(network)
     context.log.info(f"{network} {report.part}: {report.fetched} fetched, {report.kept} kept; tip {tip.height}")
     return MaterializeResult(
         metadata={
@@ -251,7 +238,7 @@ class TipCursor:
     first: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, text: str | None) -> TipCursor:
+    def parse(cls, text: str | None) -> "TipCursor":
         """The cursor of ``dump`` (empty: none yet)."""
         if not text:
             return cls()
@@ -265,7 +252,7 @@ class TipCursor:
 
 def _running(context: SensorEvaluationContext) -> set[str]:
     """The partitions of ``bitcoin_index_job`` runs queued or running."""
-    runs = context.instance.get_run_records(RunsFilter(job_name=bitcoin_index_job.name, statuses=_UNFINISHED))
+    runs = context.instance.get_run_records(RunsFilter(job_name=bitcoin_index_job.name, statuses=UNFINISHED))
     return {key for run in runs if (key := run.dagster_run.tags.get("dagster/partition")) is not None}
 
 
@@ -301,7 +288,7 @@ def bitcoin_tip_sensor(
     held = [k for k in keys if k in busy]
     next_cursor = TipCursor(cursor.tip if held else plan.tip.hash, {**cursor.first, network: plan.first})
     added = [k for k in keys if k not in known]
-    what = f"{network} tip {plan.tip.height}{' (reorg from ' + str(plan.from_height) + ')' if plan.reorg else ''}"
+    what = f"{network} tip {plan.tip.height}" + (f" (reorg from height {plan.from_height})" if plan.reorg else "")
     context.log.info(f"{what}: {len(requests)} range(s) asked for, {len(held)} held back while their runs go on")
     return SensorResult(
         run_requests=requests,

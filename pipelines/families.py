@@ -18,7 +18,8 @@ pipelines apply the same rule to every watched address of a day at once:
   evidence first, then its siblings' (P2TR never shares: a P2TR address has no sibling),
   the exposure raised to ``EXPOSED_AT_REST`` when a sibling revealed the key, and the
   coverage (the family's chains seen that day, the others unavailable; the Bitcoin-index
-  limit of ``services.observer.limits_of``).
+  limit of ``services.observer.limits_of``). ``with_index`` adds the chain-wide Bitcoin
+  index's evidence for the hash160 families, as the API's scans do.
 
 A P2SH address has no family of its own (its script is unknown), but the P2SH-P2WPKH of a
 watched key hash is that hash's sibling: it is observed for the hash's family and shares
@@ -33,9 +34,11 @@ from typing import Final
 
 import polars as pl
 
+from chains.environment import Environment
 from chains.keys import HASH160_CHAINS, KECCAK_CHAINS, family_group
 from chains.observation import Exposure
 from chains.registry import CHAINS, Chain
+from services.exposure_index import ExposureIndex, IndexAnswer
 from storage.analytics import EVIDENCE_DTYPE
 
 KECCAK: Final = "keccak"
@@ -104,6 +107,11 @@ def member_rank() -> pl.Expr:
 EVIDENCE_FIELDS: Final = ("chain", "address", "kind", "txid", "block_height")
 
 
+_EVIDENCE_SCHEMA: Final = pl.Schema(
+    {"environment": pl.String(), "family": pl.String(), **EVIDENCE_DTYPE.to_schema(), "rank": pl.Int64()}
+)
+
+
 @dataclass(frozen=True, slots=True)
 class FamilyLinks:
     """What a day's members say about each family: the chains that observed a member
@@ -147,15 +155,55 @@ def family_links(
             .select(*keys, *EVIDENCE_FIELDS, rank=member_rank() * (1 << 40) + pl.col("_ord").cast(pl.Int64()))
             .collect(engine="streaming")
         )
-    schema = pl.Schema({**dict.fromkeys(keys, pl.String()), **EVIDENCE_DTYPE.to_schema(), "rank": pl.Int64()})
-    found = pl.concat(evidence) if evidence else schema.to_frame()
-    return FamilyLinks(coverage, found.cast(schema))
+    found = pl.concat(evidence) if evidence else _EVIDENCE_SCHEMA.to_frame()
+    return FamilyLinks(coverage, found.cast(_EVIDENCE_SCHEMA))
 
 
-def link_frame(observations: pl.DataFrame, links: FamilyLinks) -> pl.DataFrame:
+INDEX_RANK: Final = 1 << 48
+"""Rank of the first index evidence row of a family: after every member's rows."""
+
+
+def index_evidence(families: pl.DataFrame, index: ExposureIndex) -> pl.DataFrame:
+    """``FamilyLinks.evidence`` rows of the chain-wide Bitcoin index for the ``hash160``
+    families of ``families`` (environment, family): what ``ChainObserver.family`` adds for
+    one address, for a whole window of them (one index query per environment)."""
+    rows: list[tuple[object, ...]] = []
+    hashed = families.filter(pl.col("family").str.starts_with(f"{HASH160}:")).unique()
+    for (environment,), group in hashed.group_by("environment"):
+        by_hash = {bytes.fromhex(f.removeprefix(f"{HASH160}:")): f for f in group["family"].to_list()}
+        for key_hash, found in index.evidence_by_hash(Environment(environment), list(by_hash)).items():
+            family = by_hash[key_hash]
+            rows += (
+                (environment, family, e.chain, e.address, e.kind.value, e.txid, e.block_height, INDEX_RANK + i)
+                for i, e in enumerate(found)
+            )
+    return pl.DataFrame(rows, schema=_EVIDENCE_SCHEMA, orient="row")
+
+
+def with_index(links: FamilyLinks, families: pl.DataFrame, index: ExposureIndex | None) -> FamilyLinks:
+    """``links`` with the index's evidence for ``families`` added (unchanged without an index)."""
+    if index is None:
+        return links
+    return FamilyLinks(links.coverage, pl.concat([links.evidence, index_evidence(families, index)]))
+
+
+def _index_covered(index: Mapping[str, IndexAnswer] | None) -> pl.Expr:
+    """True for a Bitcoin row whose height the environment's index is complete to (where
+    ``IndexAnswer.limit`` says nothing is missed); every other row keeps the index limit."""
+    complete = {env: a.complete_to for env, a in (index or {}).items() if a.indexed and a.complete_to is not None}
+    if not complete:
+        return pl.lit(False)
+    to = pl.col("environment").replace_strict(complete, default=None, return_dtype=pl.Int64())
+    return ((pl.col("chain").cast(pl.String()) == Chain.BITCOIN.value) & (pl.col("height") <= to)).fill_null(False)
+
+
+def link_frame(
+    observations: pl.DataFrame, links: FamilyLinks, index: Mapping[str, IndexAnswer] | None = None
+) -> pl.DataFrame:
     """``observations`` (``address_observations`` rows, with their ``family``) linked to
     their key family, with the ``storage.analytics.LINK_COLUMNS`` added: what
-    ``chains.evidence.with_family`` and ``ChainObserver.family`` give each address.
+    ``chains.evidence.with_family`` and ``ChainObserver.family`` give each address
+    (``index``: each environment's Bitcoin index state, for the verdict's limits).
 
     Own evidence is the evidence rows of the address itself (in order), shared evidence
     the family's other rows (member order, then row order) without repeats or rows equal
@@ -202,8 +250,10 @@ def link_frame(observations: pl.DataFrame, links: FamilyLinks) -> pl.DataFrame:
         .then(pl.lit(Exposure.EXPOSED_AT_REST.value))
         .otherwise(pl.col("exposure").cast(pl.String()))
     )
-    limited = pl.col("chain").cast(pl.String()).is_in(_INDEX_LIMITED) & (
-        pl.col("exposure") != Exposure.EXPOSED_AT_REST.value
+    limited = (
+        pl.col("chain").cast(pl.String()).is_in(_INDEX_LIMITED)
+        & (pl.col("exposure") != Exposure.EXPOSED_AT_REST.value)
+        & ~_index_covered(index)
     )
     empty = pl.lit(pl.Series([[]], dtype=pl.List(EVIDENCE_DTYPE)))
     linked = (

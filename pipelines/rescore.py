@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from itertools import groupby
@@ -48,6 +48,7 @@ from scoring import observations_to_frame, score_frame, wallet_risk, weighted_ri
 from scoring.readiness import ReadinessData
 from scoring.records import scored_scan
 from scoring.risk import SCORE_COLUMN
+from services.exposure_index import IndexAnswer
 from services.observer import limits_of
 from storage.analytics import TABLES, ParquetFileWriter, conform
 from storage.models import ScanResult, WatchedAddress
@@ -560,12 +561,16 @@ def observation_from_row(row: dict) -> Observation:
     )
 
 
-def coverage_from_row(row: dict, observation: Observation) -> Coverage:
-    """What the verdict of one risk row saw (the published ``coverage``)."""
+def coverage_from_row(row: dict, observation: Observation, index: IndexAnswer | None = None) -> Coverage:
+    """What the verdict of one risk row saw (the published ``coverage``), with the state of
+    its environment's Bitcoin exposure index (``index``) as a scan states it."""
+    hashed = index is not None and str(row["family"]).startswith("hash160:")
+    bitcoin_height = observation.height if observation.chain == Chain.BITCOIN.value else None
     return Coverage(
         checked=tuple(row["coverage_checked"] or ()),
         unavailable=tuple(row["coverage_unavailable"] or ()),
-        limits=limits_of(observation),
+        limits=limits_of(observation, index, bitcoin_height),
+        index_height=index.complete_to if hashed and index is not None else None,
     )
 
 
@@ -580,10 +585,16 @@ def published(risk: pl.DataFrame) -> pl.DataFrame:
     return risk.filter(pl.col("has_activity") | (pl.col("exposure_evidence").list.len() > 0))
 
 
-def records_for(risk: pl.DataFrame, watchers: pl.DataFrame, readiness: ReadinessData) -> list[ScanResult]:
+def records_for(
+    risk: pl.DataFrame,
+    watchers: pl.DataFrame,
+    readiness: ReadinessData,
+    index: Mapping[str, IndexAnswer] | None = None,
+) -> list[ScanResult]:
     """One stored result per (tenant, environment, chain, address) of the published rows.
 
-    ``watchers`` has ``environment``, ``address`` and ``account_id`` columns."""
+    ``watchers`` has ``environment``, ``address`` and ``account_id`` columns; ``index`` the
+    Bitcoin exposure index state of each environment (``link_frame`` used the same)."""
     by_target: dict[tuple[str, str], list[str]] = {}
     for env, address, account in watchers.select("environment", "address", "account_id").iter_rows():
         by_target.setdefault((env, address), []).append(account)
@@ -593,7 +604,7 @@ def records_for(risk: pl.DataFrame, watchers: pl.DataFrame, readiness: Readiness
         if not accounts:
             continue  # unwatched since the export
         observation = observation_from_row(row)
-        coverage = coverage_from_row(row, observation)
+        coverage = coverage_from_row(row, observation, (index or {}).get(row["environment"]))
         scan = scored_scan(observation, wallet_risk(row, readiness), row["scanned_at"], coverage)
         environment = Environment(row["environment"])
         records.extend(scan_result(scan, account, environment, SOURCE) for account in accounts)

@@ -55,7 +55,7 @@ from storage.models import ScanResult, WatchedAddress
 from storage.scans_sqlite import SqliteScanStore, open_scan_store
 
 
-def _endpoints(config_file: str | None) -> ChainEndpoints:
+def configured_endpoints(config_file: str | None) -> ChainEndpoints:
     """The chain endpoints of the qday settings (file + QDAY_* variables), as the API reads them."""
     return load_settings(config_file=Path(config_file) if config_file else None).chains
 
@@ -69,7 +69,7 @@ T = TypeVar("T")
 
 
 @contextmanager
-def _on_own_loop(make: Callable[[], S]) -> Iterator[tuple[LoopThread, S]]:
+def on_own_loop(make: Callable[[], S]) -> Iterator[tuple[LoopThread, S]]:
     """An event-loop thread and a source built on it (its HTTP clients belong to that
     loop); the source is closed, then the loop stopped, on exit."""
 
@@ -151,7 +151,7 @@ class ChainDataResource(ConfigurableResource):
     def open(self) -> Iterator[ChainDataClient]:
         """An open client, closed (connections released, loop stopped) on exit."""
         allowed = None if self.family_chains is None else frozenset(self.family_chains)
-        with _on_own_loop(self.source) as (loop, source):
+        with on_own_loop(self.source) as (loop, source):
             yield ChainDataClient(loop, source, self.batch_size, self.concurrency, allowed)
 
 
@@ -165,7 +165,7 @@ class EndpointChainDataResource(ChainDataResource):
     )
 
     def source(self) -> ChainData:
-        return ClientChainData(_endpoints(self.config_file))
+        return ClientChainData(configured_endpoints(self.config_file))
 
 
 class SnapshotChainDataResource(ChainDataResource):
@@ -208,7 +208,7 @@ class PriceResource(ConfigurableResource):
     @contextmanager
     def open(self) -> Iterator[PriceClient]:
         """An open client, closed (connections released, loop stopped) on exit."""
-        with _on_own_loop(self.source) as (loop, source):
+        with on_own_loop(self.source) as (loop, source):
             yield PriceClient(loop, source)
 
 
@@ -218,11 +218,11 @@ class OraclePriceResource(PriceResource):
     config_file: str | None = None
 
     def source(self) -> PriceData:
-        return OraclePriceData(_endpoints(self.config_file))
+        return OraclePriceData(configured_endpoints(self.config_file))
 
     def valued(self, environment: Environment, chain: Chain) -> bool:
         """Also False for a chain served by a local node under another chain id (``make devnet``)."""
-        return _endpoints(self.config_file)[environment].has_market_value(chain)
+        return configured_endpoints(self.config_file)[environment].has_market_value(chain)
 
 
 class StaticPriceResource(PriceResource):

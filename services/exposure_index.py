@@ -80,26 +80,42 @@ def _completeness(states: Sequence[ChainState | None]) -> int | None:
 
 
 class ExposureIndex:
-    """Index lookups for scans, off the event loop (DuckDB over Parquet takes milliseconds)."""
+    """Index lookups for scans and pipelines (DuckDB over Parquet: milliseconds per lookup)."""
 
     def __init__(self, store: BitcoinIndexStore) -> None:
         self._store = store
 
-    def _revealed(self, env: Environment, hashes: Sequence[bytes]) -> IndexAnswer:
-        networks = [n for n in NETWORKS[env] if n in self._store.networks()]
+    def _networks(self, env: Environment) -> list[str]:
+        present = self._store.networks()
+        return [n for n in NETWORKS[env] if n in present]
+
+    def state(self, env: Environment) -> IndexAnswer:
+        """How far ``env``'s index reaches, without evidence (what a verdict needs to say
+        what it could not see when nothing was found)."""
+        networks = self._networks(env)
         if not networks:
             return IndexAnswer((), indexed=False, complete_to=None)
-        hits = self._store.lookup(networks, hashes)
-        evidence = tuple(
-            dict.fromkeys(
-                ExposureEvidence(Chain.BITCOIN.value, hit.pubkey.hex(), EvidenceKind.INDEX, hit.txid, hit.height)
-                for hit in hits
-            )
-        )
-        complete_to = _completeness([self._store.chain_state(n) for n in networks])
-        return IndexAnswer(evidence, indexed=True, complete_to=complete_to)
+        return IndexAnswer((), indexed=True, complete_to=_completeness([self._store.chain_state(n) for n in networks]))
+
+    def evidence_by_hash(self, env: Environment, hashes: Sequence[bytes]) -> dict[bytes, tuple[ExposureEvidence, ...]]:
+        """The index's evidence for each of ``hashes`` that it holds (the earliest
+        revelations; the key, hex, as ``address``). Blocking: one DuckDB query."""
+        networks = self._networks(env)
+        found: dict[bytes, dict[ExposureEvidence, None]] = {}
+        for hit in self._store.lookup(networks, hashes) if networks else ():
+            evidence = ExposureEvidence(Chain.BITCOIN.value, hit.pubkey.hex(), EvidenceKind.INDEX, hit.txid, hit.height)
+            found.setdefault(hit.hash, {})[evidence] = None
+        return {h: tuple(e) for h, e in found.items()}
+
+    def _revealed(self, env: Environment, hashes: Sequence[bytes]) -> IndexAnswer:
+        state = self.state(env)
+        if not state.indexed:
+            return state
+        found = self.evidence_by_hash(env, hashes)
+        evidence = tuple(dict.fromkeys(e for h in hashes for e in found.get(h, ())))
+        return dataclasses.replace(state, evidence=evidence)
 
     async def revealed(self, env: Environment, hashes: Sequence[bytes]) -> IndexAnswer:
-        """What the index of ``env``'s networks holds for keys with these HASH160s (the
-        earliest revelations of each, the key hex as ``address``)."""
+        """What the index of ``env``'s networks holds for keys with these HASH160s (off the
+        event loop)."""
         return await asyncio.to_thread(self._revealed, env, hashes)

@@ -29,6 +29,7 @@ height (its revelations still count: they were broadcast).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -394,7 +395,17 @@ class BitcoinIndexStore:
 
     def link(self, network: str) -> ChainState:
         """Recompute the best chain of ``network`` from every ingested block, write it, and
-        record how far the index is complete. Linear in the number of blocks."""
+        record how far the index is complete. Linear in the number of blocks. Serialised per
+        network by an exclusive lock on ``bitcoin_state/<network>/link.lock`` (several ingest
+        or range runs may end together): a link that read the parts before another writer
+        published one must not write its best chain after that writer's link."""
+        lock = self.root / "bitcoin_state" / network / "link.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with lock.open("a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
+            return self._link(network)
+
+    def _link(self, network: str) -> ChainState:
         con = duckdb.connect(":memory:")
         try:
             query = f"SELECT block_hash, prev_hash, bits, height FROM {self._read('bitcoin_blocks')} WHERE network = ?"
@@ -448,7 +459,7 @@ class BitcoinIndexStore:
                 f"""
                 WITH k AS (SELECT * FROM {self._read("bitcoin_key_hashes")}
                            WHERE network IN ({", ".join("?" for _ in present)})
-                             AND hash IN ({", ".join("?" for _ in wanted)})),
+                             AND hash IN (SELECT unnest(?::BLOB[]))),
                      c AS (SELECT network, block_hash, height FROM {self._read("bitcoin_best_chain")}
                            WHERE block_hash IN (SELECT block_hash FROM k))
                 , found AS (SELECT DISTINCT k.hash, k.pubkey, k.txid, c.height AS revealed_at, k.kind
@@ -457,7 +468,7 @@ class BitcoinIndexStore:
                 QUALIFY row_number() OVER (PARTITION BY hash ORDER BY revealed_at ASC NULLS LAST, txid, kind) <= ?
                 ORDER BY hash, revealed_at ASC NULLS LAST, txid, kind
                 """,
-                [*present, *wanted, per_hash],
+                [*present, wanted, per_hash],
             ).fetchall()
         finally:
             con.close()
