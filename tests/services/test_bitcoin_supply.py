@@ -3,6 +3,7 @@ chain, the supply by script type and cause, and its update after more blocks are
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from tests.bitcoin_chain import (
     write_block_file,
 )
 from tests.bitcoin_snapshot import Coin, write_snapshot
+from tests.pipelines.test_docs import DOC, schema_block
 
 REGTEST_MAGIC = bytes.fromhex("fabfb5da")
 
@@ -143,3 +145,26 @@ def test_the_command_prints_the_table_and_feeds_qday_sql(
     (tmp_path / "bad.dat").write_bytes(b"not a snapshot")
     assert qday(["bitcoin", "ingest-utxo-snapshot", str(tmp_path / "bad.dat"), *data]) == 2
     assert "bad.dat" in capsys.readouterr().err
+
+
+def test_the_documented_schemas_and_queries_hold(tmp_path: Path, chain: Any) -> None:
+    """docs/analytics.md's index section cannot drift: its schema tables are the views', and
+    its queries run on a built chain with a snapshot."""
+    first, later = chain
+    root = tmp_path / "analytics"
+    write_block_file(tmp_path / "blk00000.dat", [*first, *later], magic=REGTEST_MAGIC)
+    ingest_block_files([tmp_path / "blk00000.dat"], BitcoinIndexStore(root))
+    ingest_utxo_snapshot(snapshot(tmp_path / "utxo.dat", later[0]), root)
+    text = DOC.read_text(encoding="utf-8")
+    con = AnalyticsStore(root).connect()
+    try:
+        for view in ("bitcoin_key_exposure", "bitcoin_blocks", "bitcoin_utxo", "bitcoin_supply_exposure"):
+            described = [(row[0], row[1]) for row in con.execute(f"DESCRIBE {view}").fetchall()]
+            assert schema_block(text, view) == described, view
+        queries = re.findall(r"<!-- check:bitcoin-query -->\n```sql\n(.*?)```", text, re.S)
+        headline, by_type, lookup, per_year = (con.execute(q).fetchall() for q in queries)
+    finally:
+        con.close()
+    assert {row[2]: row[4] for row in headline} == {"none": 45.45, "revealed_key": 39.39, "type": 15.15}  # of 66,000 sat
+    assert by_type[0][0] == "p2wpkh" and lookup == []  # the block-9 key is a mainnet key
+    assert [(row[1], row[2]) for row in per_year] == [("input", 3), ("output", 5)]
