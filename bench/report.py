@@ -41,6 +41,8 @@ BENCHES = (
     "bench_scoring",
     "bench_chains",
     "bench_rescore",
+    "bench_bitcoin_snapshot",
+    "bench_bitcoin_index",
 )
 _COMPARE = {">=": operator.ge, "<=": operator.le}
 

@@ -130,6 +130,13 @@ class ParquetFileWriter:
             subset=self._sort_by, keep="first", maintain_order=True
         )
 
+    def _merge(self, temp: Path) -> None:
+        """Write the spilled parts into ``temp`` (sorted and without repeated keys, with
+        ``sort_by``: that sort holds the rows' keys in memory)."""
+        self._sorted(pl.scan_parquet(self._parts)).sink_parquet(temp, row_group_size=self._row_group_size)
+        if self._sort_by:
+            self.rows = pl.scan_parquet(temp).select(pl.len()).collect().item()
+
     def commit(self) -> int:
         """Write the file atomically; returns its row count (after dropping repeated
         ``sort_by`` keys, when sorting)."""
@@ -143,10 +150,7 @@ class ParquetFileWriter:
                 frame.write_parquet(temp, row_group_size=self._row_group_size)
             else:
                 self._spill()
-                found = self._sorted(pl.scan_parquet(self._parts))
-                found.sink_parquet(temp, row_group_size=self._row_group_size)
-                if self._sort_by:
-                    self.rows = pl.scan_parquet(temp).select(pl.len()).collect().item()
+                self._merge(temp)
             publish(temp, self.target)
         except BaseException:
             temp.unlink(missing_ok=True)

@@ -1,12 +1,14 @@
-"""The rescoring benchmark still runs end to end at a tiny size (its figures are measured
-by ``make bench``, not checked here): it drives the store, Dagster and anvil the way
-nothing else in the suite does, so a change there shows up here rather than in a bench run."""
+"""Benchmarks that still run end to end at a tiny size (their figures are measured by
+``make bench``, not checked here). The rescoring bench drives the store, Dagster and anvil
+the way nothing else in the suite does; the Bitcoin index bench drives the block-file
+ingest in fresh processes, both worker counts, on real blocks. A change there shows up
+here rather than in a bench run."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import bench_rescore
+from bench import bench_bitcoin_index, bench_rescore
 from tests.anvil import MISSING_ANVIL, anvil_binary
 
 pytestmark = pytest.mark.slow
@@ -18,3 +20,14 @@ def test_the_rescoring_bench_runs_end_to_end():
     rate = figures["rescoring end to end, N=20"]
     assert rate.value > 0 and rate.ceiling > 0
     assert figures["rescoring peak RSS, N=20"].value > 0
+
+
+def test_the_bitcoin_index_bench_runs_end_to_end(conformance_dir):
+    figures = {
+        f.name: f for f in bench_bitcoin_index.measure(files=2, blocks=2, lookups=2, conformance_dir=conformance_dir)
+    }
+    ingest = figures["ingest, 2 files of 2 blocks, workers=1"]
+    assert ingest.ratio is not None and ingest.ratio > 0 and ingest.target == bench_bitcoin_index.TARGET
+    assert figures["ingest revealed keys, 2 files of 2 blocks, workers=2"].value > 0
+    assert figures["ingest peak RSS, 2 files of 2 blocks"].ratio is not None
+    assert figures["index lookup of 1 absent hash, median of 2"].value > 0

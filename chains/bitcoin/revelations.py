@@ -52,6 +52,7 @@ from pqc.hashes import hash160
 _X_ONLY_SIZE = 32
 _SEC_SIZES = (33, 65)
 _EVEN_Y = b"\x02"
+_UNCOMPRESSED = 0x04
 
 
 class RevelationKind(enum.StrEnum):
@@ -97,10 +98,14 @@ def key_hashes(pubkey: bytes) -> tuple[bytes, bytes | None] | None:
         point = Secp256k1Point(candidate)
     except ValueError:
         return None
-    compressed = hash160(point.format(compressed=True))
     if size == _X_ONLY_SIZE:
-        return compressed, None
-    return compressed, hash160(point.format(compressed=False))
+        return hash160(candidate), None
+    # the parse checked the point: an encoding that is already standard is hashed as given
+    if size == 33:
+        return hash160(pubkey), hash160(point.format(compressed=False))
+    if pubkey[0] == _UNCOMPRESSED:
+        return hash160(point.format(compressed=True)), hash160(pubkey)
+    return hash160(point.format(compressed=True)), hash160(point.format(compressed=False))  # hybrid 0x06/0x07
 
 
 _FIELD_PRIME = 2**256 - 2**32 - 977

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 from chains.bitcoin.revelations import block_revelations, key_hashes
@@ -17,7 +18,7 @@ from cli.main import main as qday
 from pqc.hashes import hash160
 from services.bitcoin_ingest import IngestError, IngestSummary, ingest_block_files
 from storage.analytics import AnalyticsStore
-from storage.bitcoin_index import BitcoinIndexStore
+from storage.bitcoin_index import FILES, BitcoinIndexStore, PartWriter
 from tests.bitcoin_chain import (
     MAINNET_MAGIC,
     BuiltBlock,
@@ -196,3 +197,23 @@ def test_the_command_ingests_reports_and_feeds_qday_sql(
     assert capsys.readouterr().out.splitlines() == ["txid,kind", f"{BLOCK170_SPEND},output"]
     assert qday(["bitcoin", "ingest-blocks", str(tmp_path / "nowhere"), *data]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_a_part_spilled_in_pieces_is_the_same_sorted_part(tmp_path: Path, conformance_dir: Path) -> None:
+    """Past one spill, the key hashes are merge-sorted by DuckDB within a memory limit (not by
+    a sort holding every row): the files equal those written in one piece."""
+    blocks = [parse_block(raw) for raw in write_conformance_block_file(conformance_dir, tmp_path / "b.dat").values()]
+    written = {}
+    for flush_rows in (500, 1_000_000):
+        index = BitcoinIndexStore(tmp_path / f"analytics-{flush_rows}")
+        with PartWriter(index, "mainnet", FILES, "blk00000", flush_rows=flush_rows) as writer:
+            for block in blocks:
+                writer.add_block(block.header, len(block.transactions), None, list(block_revelations(block, None)), 0)
+        path = index.part_path("bitcoin_key_hashes", "mainnet", FILES, "blk00000")
+        rows = index.part_path("bitcoin_revelations", "mainnet", FILES, "blk00000")
+        written[flush_rows] = (pl.read_parquet(path), pl.read_parquet(rows))
+    (spilled, spilled_rows), (whole, whole_rows) = written[500], written[1_000_000]
+    assert spilled.height == whole.height > 25_000
+    assert spilled["hash"].to_list() == sorted(spilled["hash"].to_list()) == whole["hash"].to_list()
+    assert spilled.sort(spilled.columns).equals(whole.sort(whole.columns))
+    assert spilled_rows.equals(whole_rows)

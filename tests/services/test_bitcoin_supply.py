@@ -165,6 +165,7 @@ def test_the_documented_schemas_and_queries_hold(tmp_path: Path, chain: Any) -> 
         headline, by_type, lookup, per_year = (con.execute(q).fetchall() for q in queries)
     finally:
         con.close()
-    assert {row[2]: row[4] for row in headline} == {"none": 45.45, "revealed_key": 39.39, "type": 15.15}  # of 66,000 sat
+    shares = {row[2]: row[4] for row in headline}  # of 66,000 sat
+    assert shares == {"none": 45.45, "revealed_key": 39.39, "type": 15.15}
     assert by_type[0][0] == "p2wpkh" and lookup == []  # the block-9 key is a mainnet key
     assert [(row[1], row[2]) for row in per_year] == [("input", 3), ("output", 5)]
