@@ -117,7 +117,7 @@ def ingest_file(job: FileJob) -> FileReport:
     runs in a worker process. A malformed file is reported, its part left as it was."""
     started = time.perf_counter()
     store = BitcoinIndexStore(job.index_root)
-    print_ = fingerprint(job.path)
+    source = fingerprint(job.path)
     part = job.path.stem
     try:
         with job.path.open("rb") as f, store.writer(job.network, FILES, part) as writer:
@@ -127,10 +127,10 @@ def ingest_file(job: FileJob) -> FileReport:
                 rows = list(block_revelations(block, height))
                 writer.add_block(block.header, len(block.transactions), height, rows, offset)
     except (MalformedChainData, OSError) as exc:
-        return FileReport(job.path, size=print_["size"], seconds=time.perf_counter() - started, error=str(exc))
-    state = {**print_, "xor": job.xor_key.hex(), "blocks": writer.blocks, "revelations": writer.revelations}
+        return FileReport(job.path, size=source["size"], seconds=time.perf_counter() - started, error=str(exc))
+    state = {**source, "xor": job.xor_key.hex(), "blocks": writer.blocks, "revelations": writer.revelations}
     store.save_state(job.network, state, FILES, part)
-    return FileReport(job.path, writer.blocks, writer.revelations, print_["size"], time.perf_counter() - started)
+    return FileReport(job.path, writer.blocks, writer.revelations, source["size"], time.perf_counter() - started)
 
 
 def _unchanged(store: BitcoinIndexStore, job: FileJob) -> bool:
