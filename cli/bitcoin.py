@@ -51,6 +51,14 @@ def add_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
     snapshot.add_argument("file", type=Path, help="the snapshot file")
     snapshot.add_argument("--height", type=int, help="the base block's height, when the index does not hold that block")
     snapshot.set_defaults(func=lambda args: cmd_ingest_snapshot(args, settings(args)))
+    compact = bitcoin_sub.add_parser(
+        "compact",
+        parents=[common],
+        help="merge the index's key hashes into the lookup buckets scans read",
+        description="Ingests compact by themselves once 32 block files are new; run this after following a "
+        "node for long (each node range is otherwise read one by one) or to compact at once.",
+    )
+    compact.set_defaults(func=lambda args: cmd_compact(settings(args)))
     status = bitcoin_sub.add_parser("status", parents=[common], help="how far each network's index is complete")
     status.set_defaults(func=lambda args: cmd_status(settings(args)))
 
@@ -100,6 +108,8 @@ def cmd_ingest_blocks(args: argparse.Namespace, settings: Settings) -> int:
     print(f"ingested {blocks:,} blocks, {keys:,} revealed keys in {seconds:.1f} s ({rate})")
     for state in summary.chains:
         print(_state_line(state))
+    for network, rows in summary.compacted.items():
+        print(f"{network}: {rows:,} key hashes compacted into the lookup buckets")
     return 1 if summary.failed else 0
 
 
@@ -137,6 +147,20 @@ def _state_line(state: ChainState) -> str:
     complete = "not from genesis" if state.complete_to is None else f"complete to height {state.complete_to:,}"
     tip = "unknown" if state.tip_height is None else f"{state.tip_height:,}"
     return f"{state.network}: {state.blocks:,} blocks, {complete}, highest known height {tip}"
+
+
+def cmd_compact(settings: Settings) -> int:
+    """Run ``qday bitcoin compact`` on every network with an index."""
+    from storage.bitcoin_index import BitcoinIndexStore
+
+    index = BitcoinIndexStore(settings.analytics_dir)
+    for network in index.networks():
+        started = time.perf_counter()
+        rows = index.compact(network)
+        print(
+            f"{network}: {rows:,} key hashes compacted into the lookup buckets in {time.perf_counter() - started:.1f} s"
+        )
+    return 0
 
 
 def cmd_status(settings: Settings) -> int:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -191,6 +192,18 @@ _REVELATION_COLUMNS: Final = ("block_hash", "txid", "pubkey", "hash160", "hash16
 _HASH_COLUMNS: Final = ("hash", "pubkey", "block_hash", "txid", "kind")
 
 
+_LOOKUP_ROW_GROUP: Final = 16_384
+
+
+def _quoted(path: Path) -> str:
+    """A path as a SQL string literal."""
+    return _quoted_text(str(path))
+
+
+def _quoted_text(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
 class SpillingSortWriter(ParquetFileWriter):
     """A ``ParquetFileWriter`` whose file is sorted by ``sort_by`` in bounded memory: past one
     part, DuckDB merges the spilled parts within ``memory_limit``, spilling to the writer's
@@ -206,17 +219,17 @@ class SpillingSortWriter(ParquetFileWriter):
         return frame.sort(self._sort_by)
 
     def _merge(self, temp: Path) -> None:
-        files = ", ".join("'" + str(p).replace("'", "''") + "'" for p in self._parts)
+        files = ", ".join(_quoted(p) for p in self._parts)
         con = duckdb.connect(":memory:")
         try:
             con.execute(f"SET memory_limit = '{self._memory_limit}'")
-            con.execute("SET temp_directory = '" + str(self._scratch / "duckdb").replace("'", "''") + "'")
+            con.execute(f"SET temp_directory = {_quoted(self._scratch / 'duckdb')}")
             con.execute("SET preserve_insertion_order = false")
             con.execute("SET threads = 1")  # files are ingested in parallel already
             con.execute("SET enable_progress_bar = false")
             con.execute(
                 f"COPY (SELECT * FROM read_parquet([{files}]) ORDER BY {', '.join(self._sort_by)})"
-                " TO '" + str(temp).replace("'", "''") + f"' (FORMAT parquet, ROW_GROUP_SIZE {self._row_group_size})"
+                f" TO {_quoted(temp)} (FORMAT parquet, ROW_GROUP_SIZE {self._row_group_size})"
             )
         finally:
             con.close()
@@ -490,30 +503,133 @@ class BitcoinIndexStore:
 
     # --- lookups -----------------------------------------------------------------------------
 
+    # --- the compacted lookup table --------------------------------------------------------
+
+    def _part_marks(self, network: str) -> dict[str, int]:
+        """Each published part (``origin/part``) and its blocks file's modification time:
+        a part rewritten since a compaction has another mark."""
+        marks = {}
+        for origin in ORIGINS:
+            for part in self.parts(network, origin):
+                path = self.part_path("bitcoin_blocks", network, origin, part)
+                try:
+                    marks[f"{origin}/{part}"] = path.stat().st_mtime_ns
+                except FileNotFoundError:
+                    continue  # removed meanwhile
+        return marks
+
+    def compact(self, network: str, memory_limit: str = "512MB") -> int:
+        """Merge the key hashes of every part of ``network`` into 256 files by the
+        hash's first byte, each sorted by hash (``bitcoin_key_lookup/network=N/gen=G/
+        bucket=XX/``), so a lookup reads one small file per hash instead of a footer per block
+        file (thousands on mainnet). Two DuckDB passes within ``memory_limit``, spilling to
+        scratch: the rows split by bucket (streaming), then each bucket sorted alone (1/256 of
+        the rows). The new generation is published by the ``lookup`` record, the one before it
+        kept for readers still on it, older ones removed. Returns the rows compacted."""
+        marks = self._part_marks(network)
+        previous = self.state(network, "lookup") or {}
+        generation = int(previous.get("generation", 0)) + 1
+        folder = self.root / "bitcoin_key_lookup" / f"network={network}"
+        target = folder / f"gen={generation}"
+        shutil.rmtree(target, ignore_errors=True)  # a compaction that crashed before publishing
+        folder.mkdir(parents=True, exist_ok=True)
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        parts = [self.part_path("bitcoin_key_hashes", network, *name.split("/")) for name in marks]
+        rows = 0
+        if parts:
+            split = self.scratch / f"lookup-{network}-{generation}"
+            shutil.rmtree(split, ignore_errors=True)
+            con = duckdb.connect(":memory:")
+            try:
+                con.execute(f"SET memory_limit = '{memory_limit}'")
+                con.execute(f"SET temp_directory = {_quoted(self.scratch / 'duckdb')}")
+                con.execute("SET enable_progress_bar = false")
+                con.execute("SET preserve_insertion_order = false")
+                con.execute("SET threads = 1")  # one writer per bucket is open at a time per thread
+                con.execute(f"SET partitioned_write_flush_threshold = {_LOOKUP_ROW_GROUP}")
+                con.execute(
+                    "COPY (SELECT hash, pubkey, block_hash, txid, kind, substr(hex(hash), 1, 2) AS bucket"
+                    f" FROM read_parquet([{', '.join(_quoted(p) for p in parts)}])) TO {_quoted(split)}"
+                    " (FORMAT parquet, PARTITION_BY (bucket))"
+                )
+                for bucket in sorted(split.glob("bucket=*")):
+                    (target / bucket.name).mkdir(parents=True)
+                    found = con.execute(
+                        f"COPY (SELECT * FROM read_parquet({_quoted(bucket / '*.parquet')},"
+                        " hive_partitioning = false) ORDER BY hash)"
+                        f" TO {_quoted(target / bucket.name / 'data.parquet')}"
+                        f" (FORMAT parquet, ROW_GROUP_SIZE {_LOOKUP_ROW_GROUP})"
+                    ).fetchone()
+                    rows += int(found[0]) if found else 0
+            finally:
+                con.close()
+                shutil.rmtree(split, ignore_errors=True)
+        self.save_state(network, {"generation": generation, "parts": marks, "rows": rows}, "lookup")
+        for old in folder.glob("gen=*"):
+            if old.name.removeprefix("gen=").isdigit() and int(old.name.removeprefix("gen=")) < generation - 1:
+                shutil.rmtree(old, ignore_errors=True)
+        return rows
+
+    def uncompacted(self, network: str) -> list[str]:
+        """The parts (``origin/part``) a lookup reads one by one: published or rewritten
+        since the last compaction."""
+        parts = (self.state(network, "lookup") or {}).get("parts")
+        compacted: dict[str, Any] = parts if isinstance(parts, dict) else {}
+        return [name for name, mark in self._part_marks(network).items() if compacted.get(name) != mark]
+
+    def _lookup_sources(self, network: str, hashes: Sequence[bytes]) -> list[str]:
+        """``SELECT``s of the rows a lookup of ``hashes`` on ``network`` reads: the compacted
+        buckets the hashes fall in, and the key-hash files of every part newer than the
+        compaction (the node's ranges, block files ingested or rewritten since)."""
+        record = self.state(network, "lookup") or {}
+        parts = record.get("parts")
+        compacted: dict[str, Any] = parts if isinstance(parts, dict) else {}
+        buckets: list[Path] = []
+        if compacted:
+            folder = self.root / "bitcoin_key_lookup" / f"network={network}" / f"gen={record.get('generation')}"
+            for bucket in sorted({h[:1].hex().upper() for h in hashes}):
+                buckets += sorted((folder / f"bucket={bucket}").glob("*.parquet"))
+        fresh = [
+            path
+            for name in self.uncompacted(network)
+            if (path := self.part_path("bitcoin_key_hashes", network, *name.split("/"))).exists()
+        ]
+        columns, where = "hash, pubkey, block_hash, txid, kind", "WHERE hash IN (SELECT unnest($wanted::BLOB[]))"
+        selects = []
+        if buckets:
+            files = ", ".join(_quoted(f) for f in buckets)
+            selects.append(f"SELECT {_quoted_text(network)} AS network, {columns} FROM read_parquet([{files}]) {where}")
+        if fresh:
+            files = ", ".join(_quoted(f) for f in fresh)
+            selects.append(f"SELECT network, {columns} FROM read_parquet([{files}]) {where}")
+        return selects
+
     def lookup(self, networks: Sequence[str], hashes: Sequence[bytes], per_hash: int = 3) -> list[IndexHit]:
         """The earliest revelations (at most ``per_hash`` each, lowest height first, unknown
-        heights last) of keys whose compressed or uncompressed HASH160 is in ``hashes``, on
-        any of ``networks``. One DuckDB query; row groups whose hash range misses are skipped."""
-        present = [n for n in networks if self.parts(n, FILES) or self.parts(n, RPC)]
-        if not present or not hashes:
+        heights last) of keys with an address committing to one of ``hashes``
+        (``chains.bitcoin.revelations.address_hashes``), on any of ``networks``. One DuckDB
+        query over the compacted buckets and the parts newer than them; row groups whose
+        hash range misses are skipped. A part superseded since the compaction (a reorg) may
+        still answer from the buckets until the next one: a revelation, if stale, was still
+        broadcast."""
+        wanted = list(dict.fromkeys(hashes))
+        selects = [q for n in networks for q in self._lookup_sources(n, wanted)] if wanted else []
+        if not selects:
             return []
         con = duckdb.connect(":memory:")
         try:
-            wanted = list(dict.fromkeys(hashes))
             hits = con.execute(
                 f"""
-                WITH k AS (SELECT * FROM {self._read("bitcoin_key_hashes")}
-                           WHERE network IN ({", ".join("?" for _ in present)})
-                             AND hash IN (SELECT unnest(?::BLOB[]))),
+                WITH k AS ({" UNION ALL ".join(selects)}),
                      c AS (SELECT network, block_hash, height FROM {self._read("bitcoin_best_chain")}
                            WHERE block_hash IN (SELECT block_hash FROM k))
                 , found AS (SELECT DISTINCT k.hash, k.pubkey, k.txid, c.height AS revealed_at, k.kind
                 FROM k LEFT JOIN c USING (network, block_hash))
                 SELECT hash, pubkey, txid, revealed_at, kind FROM found
-                QUALIFY row_number() OVER (PARTITION BY hash ORDER BY revealed_at ASC NULLS LAST, txid, kind) <= ?
+                QUALIFY row_number() OVER (PARTITION BY hash ORDER BY revealed_at ASC NULLS LAST, txid, kind) <= $per
                 ORDER BY hash, revealed_at ASC NULLS LAST, txid, kind
                 """,
-                [*present, wanted, per_hash],
+                {"wanted": wanted, "per": per_hash},
             ).fetchall()
         finally:
             con.close()

@@ -113,6 +113,7 @@ def compute_supply(root: Path, network: str, height: int, memory_limit: str = "1
     (every table's schema file) must exist."""
     target = supply_path(root, network)
     target.parent.mkdir(parents=True, exist_ok=True)
+    (root / "_scratch").mkdir(exist_ok=True)
     temp = temp_name(target)
     hashes = _literal(root / "bitcoin_key_hashes" / "**" / "*.parquet")
     best = _literal(root / "bitcoin_best_chain" / "**" / "*.parquet")

@@ -8,12 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import polars as pl
 import pytest
 
 from chains.bitcoin.revelations import block_revelations
 from chains.bitcoin.tx import parse_block
 from chains.clients.bitcoin_core import BitcoinCoreClient
 from chains.endpoints import EndpointConfig
+from pqc.hashes import hash160
 from services.bitcoin_follow import follow_once, parse_part, part_name, range_of
 from services.bitcoin_ingest import ingest_block_files
 from storage.analytics import AnalyticsStore
@@ -128,3 +130,34 @@ async def test_following_continues_where_block_files_end(tmp_path: Path, node: A
     assert report.plan.from_height == 7 and sum(r.fetched for r in report.ranges) == 5
     assert report.state is not None and report.state.complete_to == 11
     assert exposure(tmp_path / "analytics") == revealed(blocks)
+
+
+async def test_lookups_read_the_compacted_buckets_and_the_parts_newer_than_them(tmp_path: Path, node: Any) -> None:
+    server, core = node
+    _, blocks = build()
+    write_block_file(tmp_path / "blk00000.dat", blocks[:4], magic=REGTEST_MAGIC)  # heights 0..3
+    index = BitcoinIndexStore(tmp_path / "analytics")
+    summary = ingest_block_files([tmp_path / "blk00000.dat"], index, compact_after=1)
+    assert index.uncompacted("regtest") == []
+    buckets = sorted((tmp_path / "analytics" / "bitcoin_key_lookup" / "network=regtest" / "gen=1").glob("bucket=*"))
+    assert summary.compacted["regtest"] == sum(
+        pl.scan_parquet(b / "*.parquet").select(pl.len()).collect().item() for b in buckets
+    )
+    for bucket in buckets:
+        hashes = pl.read_parquet(bucket / "*.parquet")["hash"].to_list()
+        assert hashes == sorted(hashes) and {h[:1].hex().upper() for h in hashes} == {bucket.name[-2:]}
+    server.set_chain([b.raw for b in blocks])
+    await follow_once(core, index, size=SIZE)  # heights 4..11 from the node: not compacted
+    found = revealed(blocks)
+    assert {h for *_, h in found} == {3, 4}  # height 3 from the buckets, 4 from the node's range
+    assert index.uncompacted("regtest") == [
+        "rpc/000000000-000000004",
+        "rpc/000000005-000000009",
+        "rpc/000000010-000000014",
+    ]
+    for compacted in (False, True):
+        if compacted:
+            assert index.compact("regtest") > summary.compacted["regtest"] and index.uncompacted("regtest") == []
+        for key, txid, kind, height in found:  # every key is revealed once in this chain
+            (hit,) = index.lookup(["regtest"], [hash160(b"\x02" + key if len(key) == 32 else key)])
+            assert (hit.pubkey, hit.txid, hit.kind, hit.height) == (key, txid, kind, height)

@@ -191,6 +191,8 @@ def test_the_command_ingests_reports_and_feeds_qday_sql(
     assert "unchanged, skipped" in capsys.readouterr().out
     assert qday(["bitcoin", "status", *data]) == 0
     assert "highest known height 702,861" in capsys.readouterr().out
+    assert qday(["bitcoin", "compact", *data]) == 0
+    assert "mainnet: 37,512 key hashes compacted into the lookup buckets" in capsys.readouterr().out
     p2pkh = BitcoinAddress.decode("12cbQLTFMXRnSzktFkuoG3eHoMeFtpTu3S", network=Network.MAINNET).payload
     sql = f"SELECT txid, kind FROM bitcoin_key_exposure WHERE hash160_uncompressed = from_hex('{p2pkh.hex()}')"
     assert qday(["sql", *data, "-c", sql]) == 0
