@@ -67,7 +67,7 @@ from pipelines.automation import UNFINISHED
 from pipelines.resources import AnalyticsResource, configured_endpoints, on_own_loop
 from pipelines.runner import LoopThread
 from services.bitcoin_follow import RANGE_SIZE, FollowPlan, RangeReport, parse_part, part_name, plan_follow, sync_range
-from storage.bitcoin_index import BitcoinIndexStore
+from storage.bitcoin_index import COMPACT_AFTER, BitcoinIndexStore
 
 BITCOIN_INDEX = "bitcoin_index"
 TIP_SENSOR_INTERVAL_SECONDS = 30
@@ -186,7 +186,8 @@ def bitcoin_block_range(
 ) -> MaterializeResult[None]:
     """The blocks and revealed keys of one range of heights, as the node's active chain has
     them now (the blocks still there are kept, the others fetched), then the network's best
-    chain relinked: how a new block, and a reorg, reach the exposure index."""
+    chain relinked (and the lookup buckets recompacted once ``COMPACT_AFTER`` parts are new):
+    how a new block, and a reorg, reach the exposure index."""
     try:
         network, span = parse_range_key(context.partition_key)
     except ValueError as exc:
@@ -202,6 +203,7 @@ def bitcoin_block_range(
             )
         report = node.sync(index, network, span, tip.height, first)
     state = index.link(network)
+    compacted = index.compact_if_due(network, COMPACT_AFTER)
     context.log.info(f"{network} {report.part}: {report.fetched} fetched, {report.kept} kept; tip {tip.height}")
     return MaterializeResult(
         metadata={
@@ -214,6 +216,7 @@ def bitcoin_block_range(
             "node_tip_hash": tip.hash,
             "complete_to": state.complete_to,
             "index_tip_height": state.tip_height,
+            "compacted_rows": compacted,
         }
     )
 

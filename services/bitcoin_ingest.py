@@ -26,13 +26,9 @@ from chains.bitcoin.heights import bip34_height
 from chains.bitcoin.revelations import block_revelations
 from chains.bitcoin.tx import parse_block
 from chains.errors import MalformedChainData
-from storage.bitcoin_index import FILES, BitcoinIndexStore, ChainState, fingerprint
+from storage.bitcoin_index import COMPACT_AFTER, FILES, BitcoinIndexStore, ChainState, fingerprint
 
 XOR_FILE = "xor.dat"
-COMPACT_AFTER = 32
-"""Block-file parts left out of the lookup buckets before an ingest compacts them: a lookup
-reads each such part's footer (~0.7 ms), a compaction re-sorts every key hash (~1.6 s per
-million here), so re-ingesting Core's newest file does not recompact the chain."""
 _NETWORK_OF_MAGIC = {magic: network for network, magic in MAGIC.items()}
 
 
@@ -158,7 +154,7 @@ def ingest_block_files(
 ) -> IngestSummary:
     """Ingest every block file under ``paths`` into ``index`` (``workers`` processes at
     once), call ``progress`` as each file ends, then relink each network touched, and compact
-    it once ``compact_after`` of its block-file parts are not in the lookup buckets."""
+    it once ``compact_after`` of its parts are not in the lookup buckets."""
     files = block_files(paths)
     index.ensure_layout()
     summary = IngestSummary()
@@ -190,9 +186,8 @@ def ingest_block_files(
             progress(summary.reports[-1])
     networks = sorted({job.network for job in jobs} | {n for n in index.networks() if index.chain_state(n) is None})
     summary.chains = [index.link(network) for network in networks]
-    summary.compacted = {
-        network: index.compact(network)
-        for network in sorted({job.network for job in jobs})
-        if sum(name.startswith(f"{FILES}/") for name in index.uncompacted(network)) >= compact_after
-    }
+    for network in sorted({job.network for job in jobs}):
+        rows = index.compact_if_due(network, compact_after)
+        if rows is not None:
+            summary.compacted[network] = rows
     return summary

@@ -34,6 +34,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,6 +52,10 @@ from storage.parquet_files import EMPTY_FILE, ParquetFileWriter, Table, publish,
 FILES: Final = "files"
 RPC: Final = "rpc"
 ORIGINS: Final = (FILES, RPC)
+COMPACT_AFTER: Final = 32
+"""Parts left out of the lookup buckets before an ingest (or a node range) compacts them: a lookup
+reads each such part's footer (~0.7 ms), a compaction re-sorts every key hash (~1.6 s per
+million here), so re-ingesting Core's newest file does not recompact the chain."""
 
 _HASH = pl.Binary()
 
@@ -457,11 +462,23 @@ class BitcoinIndexStore:
         network by an exclusive lock on ``bitcoin_state/<network>/link.lock`` (several ingest
         or range runs may end together): a link that read the parts before another writer
         published one must not write its best chain after that writer's link."""
-        lock = self.root / "bitcoin_state" / network / "link.lock"
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        with lock.open("a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
+        with self._lock(network, "link"):
             return self._link(network)
+
+    @contextmanager
+    def _lock(self, network: str, name: str, wait: bool = True) -> Iterator[bool]:
+        """An exclusive lock on ``bitcoin_state/<network>/<name>.lock`` (``flock``, released
+        with the file, so a killed holder never leaves it taken): yields True once held, or
+        False at once when ``wait`` is off and another process holds it."""
+        path = self.root / "bitcoin_state" / network / f"{name}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+            except BlockingIOError:
+                yield False
+                return
+            yield True
 
     def _link(self, network: str) -> ChainState:
         con = duckdb.connect(":memory:")
@@ -519,6 +536,19 @@ class BitcoinIndexStore:
         return marks
 
     def compact(self, network: str, memory_limit: str = "512MB") -> int:
+        """``_compact`` under the network's compaction lock (waiting for one running)."""
+        with self._lock(network, "compact"):
+            return self._compact(network, memory_limit)
+
+    def compact_if_due(self, network: str, after: int) -> int | None:
+        """Compact when at least ``after`` parts are left out of the lookup buckets and no
+        other process is compacting (then None: that one will do); the rows compacted, or None."""
+        with self._lock(network, "compact", wait=False) as held:
+            if not held or len(self.uncompacted(network)) < after:
+                return None
+            return self._compact(network)
+
+    def _compact(self, network: str, memory_limit: str = "512MB") -> int:
         """Merge the key hashes of every part of ``network`` into 256 files by the
         hash's first byte, each sorted by hash (``bitcoin_key_lookup/network=N/gen=G/
         bucket=XX/``), so a lookup reads one small file per hash instead of a footer per block

@@ -11,7 +11,7 @@ import httpx
 import polars as pl
 import pytest
 
-from chains.bitcoin.revelations import block_revelations
+from chains.bitcoin.revelations import Revelation, address_hashes, block_revelations
 from chains.bitcoin.tx import parse_block
 from chains.clients.bitcoin_core import BitcoinCoreClient
 from chains.endpoints import EndpointConfig
@@ -31,6 +31,10 @@ REGTEST_MAGIC = bytes.fromhex("fabfb5da")
 async def node() -> AsyncIterator[tuple[CoreRpcServer, BitcoinCoreClient]]:
     async with CoreRpcServer() as server, httpx.AsyncClient() as http:
         yield server, BitcoinCoreClient(EndpointConfig(server.url), http)
+
+
+def all_revelations(blocks: list[BuiltBlock]) -> list[Revelation]:
+    return [r for b in blocks for r in block_revelations(parse_block(b.raw), b.height)]
 
 
 def revealed(blocks: list[BuiltBlock]) -> set[tuple[bytes, str, str, int]]:
@@ -161,3 +165,16 @@ async def test_lookups_read_the_compacted_buckets_and_the_parts_newer_than_them(
         for key, txid, kind, height in found:  # every key is revealed once in this chain
             (hit,) = index.lookup(["regtest"], [hash160(b"\x02" + key if len(key) == 32 else key)])
             assert (hit.pubkey, hit.txid, hit.kind, hit.height) == (key, txid, kind, height)
+
+
+async def test_a_due_compaction_runs_once_and_never_beside_another(tmp_path: Path, node: Any) -> None:
+    server, core = node
+    _, blocks = build()
+    server.set_chain([b.raw for b in blocks])
+    index = BitcoinIndexStore(tmp_path)
+    await follow_once(core, index, size=SIZE)  # three node ranges, none compacted
+    assert index.compact_if_due("regtest", 4) is None  # not due yet
+    with index._lock("regtest", "compact"):  # another process compacting (flock: per open file)
+        assert index.compact_if_due("regtest", 1) is None
+    assert index.compact_if_due("regtest", 1) == sum(len(address_hashes(r)) for r in all_revelations(blocks))
+    assert index.compact_if_due("regtest", 1) is None and index.uncompacted("regtest") == []
