@@ -30,4 +30,7 @@ def test_the_bitcoin_index_bench_runs_end_to_end(conformance_dir):
     assert ingest.ratio is not None and ingest.ratio > 0 and ingest.target == bench_bitcoin_index.TARGET
     assert figures["ingest revealed keys, 2 files of 2 blocks, workers=2"].value > 0
     assert figures["ingest peak RSS, 2 files of 2 blocks"].ratio is not None
-    assert figures["index lookup of 1 absent hash, median of 2"].value > 0
+    assert figures["ingest peak RSS, 1 file of 4 blocks"].target == bench_bitcoin_index.MEMORY_TARGET
+    assert figures["key hashes compacted into lookup buckets"].value > 0
+    for state in ("parts", "compacted"):
+        assert figures[f"index lookup of 1 absent hash ({state}), median of 2"].value > 0
