@@ -47,7 +47,15 @@ import polars as pl
 from chains.bitcoin.heights import HeaderLink, best_chain, complete_height
 from chains.bitcoin.revelations import Revelation, address_hashes
 from chains.bitcoin.tx import BlockHeader
-from storage.parquet_files import EMPTY_FILE, ParquetFileWriter, Table, publish, temp_name, write_schema_file
+from storage.parquet_files import (
+    EMPTY_FILE,
+    CommitOnExit,
+    ParquetFileWriter,
+    Table,
+    publish,
+    temp_name,
+    write_schema_file,
+)
 
 FILES: Final = "files"
 RPC: Final = "rpc"
@@ -240,7 +248,7 @@ class SpillingSortWriter(ParquetFileWriter):
             con.close()
 
 
-class PartWriter:
+class PartWriter(CommitOnExit):
     """Writes one part (a block file or a height range) of a network's index: its blocks,
     revelations and key hashes, with bounded memory (rows are flushed every ``flush_rows``).
     ``commit`` publishes the three files (revelations and hashes first, blocks last)."""
@@ -331,15 +339,6 @@ class PartWriter:
         """Drop everything written; the previous version of the part stays."""
         for writer in self._writers.values():
             writer.abort()
-
-    def __enter__(self) -> PartWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
 
 class BitcoinIndexStore:

@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Self
 
 import polars as pl
 
@@ -70,7 +71,29 @@ def publish(temp: Path, target: Path) -> None:
     _fsync_dir(target.parent)
 
 
-class ParquetFileWriter:
+class CommitOnExit:
+    """Use as a context manager: a clean exit commits, an exception aborts (the target keeps
+    its previous content)."""
+
+    def commit(self) -> object:
+        """Publish what was written."""
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        """Drop what was written."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+
+class ParquetFileWriter(CommitOnExit):
     """Writes one Parquet file from any number of frames with bounded memory.
 
     Frames are buffered up to ``rows_per_part`` rows and spilled as part files into a
@@ -166,15 +189,6 @@ class ParquetFileWriter:
     def _cleanup(self) -> None:
         self._buffer = []
         shutil.rmtree(self._scratch, ignore_errors=True)
-
-    def __enter__(self) -> ParquetFileWriter:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc_type is None:
-            self.commit()
-        else:
-            self.abort()
 
 
 def write_schema_file(path: Path, table: Table) -> None:

@@ -26,6 +26,7 @@ from types import MappingProxyType
 from coincurve import PrivateKey, PublicKeyXOnly
 
 from chains.bitcoin.tx import TxIn, TxOut
+from pqc.ecdsa_messages import compact_size
 from pqc.hashes import hash160, sha256d
 
 REGTEST_BITS = 0x207FFFFF
@@ -70,17 +71,6 @@ def public_key(n: int, *, compressed: bool = True) -> bytes:
 
 MINER_KEY = 1
 """The key whose P2WPKH output every coinbase pays by default (the output shows no key)."""
-
-
-def varint(n: int) -> bytes:
-    """Bitcoin's CompactSize encoding of ``n``."""
-    if n < 0xFD:
-        return bytes((n,))
-    if n <= 0xFFFF:
-        return b"\xfd" + n.to_bytes(2, "little")
-    if n <= 0xFFFFFFFF:
-        return b"\xfe" + n.to_bytes(4, "little")
-    return b"\xff" + n.to_bytes(8, "little")
 
 
 def push(data: bytes) -> bytes:
@@ -187,13 +177,18 @@ def transaction(
     """Serialize a transaction: BIP-144 (marker, flag, witnesses) when any input has a
     witness, legacy otherwise. The txid hashes the serialization without witnesses."""
     body = (
-        varint(len(inputs))
+        compact_size(len(inputs))
         + b"".join(
-            _outpoint(i.prev_txid, i.vout) + varint(len(i.script_sig)) + i.script_sig + i.sequence.to_bytes(4, "little")
+            _outpoint(i.prev_txid, i.vout)
+            + compact_size(len(i.script_sig))
+            + i.script_sig
+            + i.sequence.to_bytes(4, "little")
             for i in inputs
         )
-        + varint(len(outputs))
-        + b"".join(o.value.to_bytes(8, "little") + varint(len(o.script_pubkey)) + o.script_pubkey for o in outputs)
+        + compact_size(len(outputs))
+        + b"".join(
+            o.value.to_bytes(8, "little") + compact_size(len(o.script_pubkey)) + o.script_pubkey for o in outputs
+        )
     )
     head, tail = version.to_bytes(4, "little"), locktime.to_bytes(4, "little")
     stripped = head + body + tail
@@ -201,7 +196,7 @@ def transaction(
     if not any(i.witness for i in inputs):
         return BuiltTransaction(version, tuple(inputs), tuple(outputs), locktime, stripped, txid, txid)
     witnesses = b"".join(
-        varint(len(i.witness)) + b"".join(varint(len(item)) + item for item in i.witness) for i in inputs
+        compact_size(len(i.witness)) + b"".join(compact_size(len(item)) + item for item in i.witness) for i in inputs
     )
     raw = head + b"\x00\x01" + body + witnesses + tail
     return BuiltTransaction(version, tuple(inputs), tuple(outputs), locktime, raw, txid, sha256d(raw)[::-1].hex())
@@ -254,7 +249,7 @@ def serialize_block(header: bytes, transactions: Iterable[BuiltTransaction]) -> 
     """Header, transaction count and transactions: a block in consensus serialization (tests
     use it to make altered copies of a block)."""
     txs = list(transactions)
-    return header + varint(len(txs)) + b"".join(tx.raw for tx in txs)
+    return header + compact_size(len(txs)) + b"".join(tx.raw for tx in txs)
 
 
 class ChainBuilder:

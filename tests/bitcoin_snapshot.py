@@ -17,6 +17,7 @@ from coincurve import PublicKey
 
 from chains.bitcoin.blockfiles import MAGIC
 from chains.bitcoin.utxo_snapshot import compress_amount
+from pqc.ecdsa_messages import compact_size
 
 #: One coin: txid (32 bytes, display order), vout, height, coinbase, value (satoshis), scriptPubKey.
 Coin = tuple[bytes, int, int, bool, int, bytes]
@@ -30,17 +31,6 @@ def varint(n: int) -> bytes:
         n = (n >> 7) - 1
         digits.append((n & 0x7F) | 0x80)
     return bytes(reversed(digits))
-
-
-def compact_size(n: int) -> bytes:
-    """Core's ``WriteCompactSize``: one byte below 253, else a marker and 2, 4 or 8 bytes."""
-    if n < 253:
-        return bytes((n,))
-    if n <= 0xFFFF:
-        return b"\xfd" + n.to_bytes(2, "little")
-    if n <= 0xFFFFFFFF:
-        return b"\xfe" + n.to_bytes(4, "little")
-    return b"\xff" + n.to_bytes(8, "little")
 
 
 def compress_script(script: bytes) -> bytes:
