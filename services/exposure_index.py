@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -20,6 +21,7 @@ from chains.environment import Environment
 from chains.observation import EvidenceKind, Exposure, ExposureEvidence, Observation
 from chains.registry import Chain
 from storage.bitcoin_index import BitcoinIndexStore, ChainState
+from storage.errors import IndexUnreadable
 
 #: The index networks each environment's scans read (test keys scan the public test networks).
 NETWORKS: Mapping[Environment, tuple[str, ...]] = MappingProxyType(
@@ -33,6 +35,13 @@ NO_INDEX_LIMIT = (
 )
 
 
+UNREADABLE_LIMIT = (
+    "bitcoin-index: the index could not be read; a key revealed only in a P2PK or bare-multisig "
+    "output, under its other SEC encoding, or in another script is not visible"
+)
+_log = logging.getLogger("qday.exposure_index")
+
+
 @dataclass(frozen=True, slots=True)
 class IndexAnswer:
     """The index's evidence for some key hashes, and how far the index reaches: every
@@ -41,11 +50,14 @@ class IndexAnswer:
     evidence: tuple[ExposureEvidence, ...]
     indexed: bool
     complete_to: int | None
+    unreadable: bool = False
 
     def limit(self, observed_height: int | None) -> str | None:
         """What a verdict resting on this answer cannot see, None when nothing: a key revealed
         in another form past the index's complete height (the scanned chain's own data
-        reaches ``observed_height``)."""
+        reaches ``observed_height``), or anywhere when the index could not be read."""
+        if self.unreadable:
+            return UNREADABLE_LIMIT
         if not self.indexed:
             return NO_INDEX_LIMIT
         if self.complete_to is None:
@@ -111,11 +123,16 @@ class ExposureIndex:
         state = self.state(env)
         if not state.indexed:
             return state
-        found = self.evidence_by_hash(env, hashes)
+        try:
+            found = self.evidence_by_hash(env, hashes)
+        except IndexUnreadable:
+            _log.exception("Bitcoin exposure index lookup failed; the verdict states the index was not read")
+            return dataclasses.replace(state, unreadable=True)
         evidence = tuple(dict.fromkeys(e for h in hashes for e in found.get(h, ())))
         return dataclasses.replace(state, evidence=evidence)
 
     async def revealed(self, env: Environment, hashes: Sequence[bytes]) -> IndexAnswer:
         """What the index of ``env``'s networks holds for keys with these HASH160s (off the
-        event loop)."""
+        event loop). An index that cannot be read never fails the scan: the answer says so
+        (``unreadable``), and its limit is listed."""
         return await asyncio.to_thread(self._revealed, env, hashes)

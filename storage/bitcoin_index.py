@@ -47,6 +47,7 @@ import polars as pl
 from chains.bitcoin.heights import HeaderLink, best_chain, complete_height
 from chains.bitcoin.revelations import Revelation, address_hashes
 from chains.bitcoin.tx import BlockHeader
+from storage.errors import IndexUnreadable
 from storage.parquet_files import (
     EMPTY_FILE,
     CommitOnExit,
@@ -647,8 +648,18 @@ class BitcoinIndexStore:
             return []
         con = duckdb.connect(":memory:")
         try:
-            hits = con.execute(
-                f"""
+            hits = self._query(con, selects, wanted, per_hash)
+        except (duckdb.Error, OSError) as exc:
+            raise IndexUnreadable(f"the Bitcoin exposure index could not be read: {exc}") from exc
+        finally:
+            con.close()
+        return [IndexHit(h, key, txid.hex(), height, kind) for h, key, txid, height, kind in hits]
+
+    def _query(
+        self, con: duckdb.DuckDBPyConnection, selects: list[str], wanted: list[bytes], per_hash: int
+    ) -> list[tuple[Any, ...]]:
+        return con.execute(
+            f"""
                 WITH k AS ({" UNION ALL ".join(selects)}),
                      c AS (SELECT network, block_hash, height FROM {self._read("bitcoin_best_chain")}
                            WHERE block_hash IN (SELECT block_hash FROM k))
@@ -658,11 +669,8 @@ class BitcoinIndexStore:
                 QUALIFY row_number() OVER (PARTITION BY hash ORDER BY revealed_at ASC NULLS LAST, txid, kind) <= $per
                 ORDER BY hash, revealed_at ASC NULLS LAST, txid, kind
                 """,
-                {"wanted": wanted, "per": per_hash},
-            ).fetchall()
-        finally:
-            con.close()
-        return [IndexHit(h, key, txid.hex(), height, kind) for h, key, txid, height, kind in hits]
+            {"wanted": wanted, "per": per_hash},
+        ).fetchall()
 
     def iter_networks_state(self) -> Iterator[ChainState]:
         """The chain state of every network with an index."""

@@ -19,3 +19,8 @@ class AccountNotFound(StorageError):
 
 class StoreUnavailable(StorageError):
     """The store cannot take writes now (disk full, read-only, locked too long)."""
+
+
+class IndexUnreadable(StorageError):
+    """The Bitcoin exposure index's files could not be read (a damaged or vanished file): a
+    verdict that needed it says it could not see the index, and the scan still answers."""
