@@ -248,15 +248,20 @@ def _x_only(key: bytes) -> bytes | None:
     return None
 
 
-def taproot_output_key(internal_key: bytes) -> bytes:
-    """The BIP-86 output key (x-only, 32 bytes) of a key (x-only or SEC) used as taproot
-    internal key with no script tree: Q = P + H_TapTweak(x(P))·G, with P the point of
-    even y at x. ``ValueError`` when the key is no point."""
+def tagged_hash(tag: str, data: bytes) -> bytes:
+    """BIP-340's tagged hash: SHA-256(SHA-256(tag) || SHA-256(tag) || data), 32 bytes."""
+    tag_hash = hashlib.sha256(tag.encode()).digest()
+    return hashlib.sha256(tag_hash + tag_hash + data).digest()
+
+
+def taproot_output_key(internal_key: bytes, merkle_root: bytes = b"") -> bytes:
+    """The taproot output key (x-only, 32 bytes) of a key (x-only or SEC) used as internal
+    key: Q = P + H_TapTweak(x(P) || merkle_root)·G, with P the point of even y at x (BIP-341);
+    no ``merkle_root`` (no script tree) is BIP-86. ``ValueError`` when the key is no point."""
     x = _x_only(internal_key)
     if x is None:
         raise ValueError(f"a taproot internal key is 32, 33 or 65 bytes, got {len(internal_key)}")
-    tag = hashlib.sha256(b"TapTweak").digest()
-    tweak = hashlib.sha256(tag + tag + x).digest()
+    tweak = tagged_hash("TapTweak", x + merkle_root)
     if int.from_bytes(tweak, "big") >= _SECP256K1_ORDER:  # probability ~2^-128; BIP-341 fails here too
         raise ValueError("taproot tweak out of range for this key")
     return Secp256k1Point(b"\x02" + x).add(tweak).format(compressed=True)[1:]
