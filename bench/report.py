@@ -43,6 +43,7 @@ BENCHES = (
     "bench_rescore",
     "bench_bitcoin_snapshot",
     "bench_bitcoin_index",
+    "bench_bip32",
 )
 _COMPARE = {">=": operator.ge, "<=": operator.le}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import bench_bitcoin_index, bench_rescore
+from bench import bench_bip32, bench_bitcoin_index, bench_rescore
 from tests.anvil import MISSING_ANVIL, anvil_binary
 
 pytestmark = pytest.mark.slow
@@ -34,3 +34,8 @@ def test_the_bitcoin_index_bench_runs_end_to_end(conformance_dir):
     assert figures["key hashes compacted into lookup buckets"].value > 0
     for state in ("parts", "compacted"):
         assert figures[f"index lookup of 1 absent hash ({state}), median of 2"].value > 0
+
+
+def test_the_bip32_bench_runs() -> None:
+    (figure,) = bench_bip32.measure(addresses=50, rounds=1)
+    assert figure.value > 0 and figure.ceiling and figure.target == bench_bip32.TARGET

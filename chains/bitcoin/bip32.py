@@ -20,9 +20,8 @@ References:
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from coincurve import PublicKey as Secp256k1Point
@@ -123,27 +122,34 @@ class ExtendedPublicKey:
         (I_L ≥ n or the child is the point at infinity, probability below 2⁻¹²⁷) this raises
         ``InvalidExtendedKey``: the caller decides. A hardened index needs the private key.
         """
-        if not 0 <= index < 2**32:
-            raise InvalidExtendedKey(f"child index {index} is outside 0..2^32-1")
-        if index >= HARDENED:
-            raise InvalidExtendedKey("hardened derivation needs the private key")
+        return next(self.children((index,)))
+
+    def children(self, indexes: Iterable[int]) -> Iterator[ExtendedPublicKey]:
+        """``derive`` of each of ``indexes``, in order, with the parent's point parsed and its
+        fingerprint hashed once: a gap-limit scan derives thousands of children of one branch."""
         if self.depth == 0xFF:
             raise InvalidExtendedKey("depth 255 is the deepest a BIP-32 key can be serialized at")
-        digest = hmac.digest(self.chain_code, self.public_key + index.to_bytes(4, "big"), hashlib.sha512)
-        try:
-            child = Secp256k1Point(self.public_key).add(digest[:32])
-        except ValueError:
-            raise InvalidExtendedKey(
-                f"child {index} is invalid (BIP-32: I_L >= n or the point at infinity); use the next index"
-            ) from None
-        return ExtendedPublicKey(
-            version=self.version,
-            depth=self.depth + 1,
-            parent_fingerprint=self.fingerprint,
-            child_number=index,
-            chain_code=digest[32:],
-            public_key=child.format(compressed=True),
-        )
+        parent, fingerprint = Secp256k1Point(self.public_key), self.fingerprint
+        for index in indexes:
+            if not 0 <= index < 2**32:
+                raise InvalidExtendedKey(f"child index {index} is outside 0..2^32-1")
+            if index >= HARDENED:
+                raise InvalidExtendedKey("hardened derivation needs the private key")
+            digest = hmac.digest(self.chain_code, self.public_key + index.to_bytes(4, "big"), "sha512")
+            try:
+                child = parent.add(digest[:32])
+            except ValueError:
+                raise InvalidExtendedKey(
+                    f"child {index} is invalid (BIP-32: I_L >= n or the point at infinity); use the next index"
+                ) from None
+            yield ExtendedPublicKey(
+                version=self.version,
+                depth=self.depth + 1,
+                parent_fingerprint=fingerprint,
+                child_number=index,
+                chain_code=digest[32:],
+                public_key=child.format(compressed=True),
+            )
 
     def derive_path(self, path: Sequence[int]) -> ExtendedPublicKey:
         """The key at ``path`` (child numbers, e.g. ``(0, 5)`` for receive address 5) below

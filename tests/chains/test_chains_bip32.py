@@ -256,3 +256,11 @@ def test_looks_private_on_wallet_vectors(load_vectors: Loader) -> None:
         assert looks_private(entry["pubkey"]) is None
     for public in (vector1["ext_pub"], bip84["account"]["xpub"], bip49["account0Xpub"], bip49["address"], ""):
         assert looks_private(public) is None
+
+
+def test_children_are_derive_of_each_index(load_vectors: Loader) -> None:
+    """The batch a gap-limit scan uses gives exactly what one ``derive`` per index gives."""
+    receive = parse_extended_key(load_vectors("wallets/bip84.json")["account"]["xpub"])[0].derive(0)
+    assert list(receive.children(range(25))) == [receive.derive(i) for i in range(25)]
+    with pytest.raises(InvalidExtendedKey, match="hardened"):
+        list(receive.children([3, HARDENED]))
