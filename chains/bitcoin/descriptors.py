@@ -350,6 +350,36 @@ def parse_descriptor(text: str, *, require_checksum: bool = False) -> Descriptor
     return descriptor
 
 
+#: The descriptor templates each SLIP-132 script type stands for (``%s``: the key expression);
+#: ``None`` (``xpub``/``tpub``: SLIP-132 states no script) is every single-key type a wallet
+#: may have used it for.
+_SLIP132_TEMPLATES: dict[str | None, tuple[str, ...]] = {
+    "p2sh-p2wpkh": ("sh(wpkh(%s))",),
+    "p2wpkh": ("wpkh(%s)",),
+    None: ("pkh(%s)", "sh(wpkh(%s))", "wpkh(%s)", "tr(%s)"),
+}
+_BIP32_VERSIONS = {"mainnet": bytes.fromhex("0488b21e"), "testnet": bytes.fromhex("043587cf")}
+
+
+def extended_key_descriptors(text: str) -> list[Descriptor]:
+    """The descriptors a bare extended public key stands for, receive and change branches as
+    one BIP-389 multipath step (``<0;1>/*``): its SLIP-132 version's script (``ypub``/``upub``
+    -> ``sh(wpkh())``, ``zpub``/``vpub`` -> ``wpkh()``), or for an ``xpub``/``tpub``, which
+    states none, ``pkh``, ``sh(wpkh)``, ``wpkh`` and ``tr`` (a scan reports each). The key is
+    written in its BIP-32 version (``xpub``/``tpub``), as BIP-380 key expressions are. A
+    multisig version (``Ypub``, ``Zpub`` ...) is one cosigner: ``InvalidDescriptor`` asks for
+    the whole descriptor. Private keys: ``PrivateKeyRefused``."""
+    key, version = parse_extended_key(text.strip())
+    templates = _SLIP132_TEMPLATES.get(version.script)
+    if templates is None:
+        raise InvalidDescriptor(
+            f"a {version.name} is one cosigner of a multisig wallet: give the wallet's whole descriptor "
+            "(e.g. wsh(sortedmulti(k, key1/<0;1>/*, key2/<0;1>/*, ...)))"
+        )
+    expression = f"{key.encode(_BIP32_VERSIONS[version.network])}/<0;1>/*"
+    return [parse_descriptor(template % expression) for template in templates]
+
+
 def _refuse_private_keys(body: str) -> None:
     """Raise ``PrivateKeyRefused`` when any argument's key part is private key material."""
     for match in re.finditer(r"[^(),{}]+", body):

@@ -25,13 +25,16 @@ from typing import Any
 import pytest
 from coincurve import PrivateKey
 
-from chains.bitcoin.bip32 import HARDENED, PrivateKeyRefused
+from chains.bitcoin.bip32 import HARDENED, PrivateKeyRefused, parse_extended_key
 from chains.bitcoin.descriptors import (
     Descriptor,
     InvalidDescriptor,
     descriptor_checksum,
+    extended_key_descriptors,
     parse_descriptor,
 )
+from chains.codecs.bitcoin import BitcoinAddress
+from chains.registry import Network
 
 Loader = Callable[[str], Any]
 VECTORS = "wallets/descriptors.json"
@@ -282,3 +285,36 @@ def test_one_multipath_step_per_key_and_matching_lengths() -> None:
         parse_descriptor(f"pkh({XPUB}/<0;1>/<2;3>)")
     with pytest.raises(InvalidDescriptor, match="different lengths"):
         parse_descriptor(f"sh(multi(1,{XPUB}/<0;1>/*,{XPUB}/<0;1;2>/*))")
+
+
+def _address_script(address: str) -> str:
+    return BitcoinAddress.decode(address, network=Network.MAINNET).script_pubkey.hex()
+
+
+def test_a_zpub_is_the_wpkh_wallet_of_bip84(load_vectors: Loader) -> None:
+    vector = load_vectors("wallets/bip84.json")
+    (wallet,) = extended_key_descriptors(vector["account"]["xpub"])
+    assert wallet.canonical().startswith("wpkh(xpub") and "/<0;1>/*)#" in wallet.canonical()
+    receive0, receive1, change0 = (a["address"] for a in vector["addresses"])
+    assert wallet.expand(0, 0).script_pubkey.hex() == _address_script(receive0)
+    assert wallet.expand(1, 0).script_pubkey.hex() == _address_script(receive1)
+    assert wallet.expand(0, 1).script_pubkey.hex() == _address_script(change0)
+    with pytest.raises(PrivateKeyRefused) as refused:
+        extended_key_descriptors(vector["account"]["xpriv"])
+    assert vector["account"]["xpriv"] not in str(refused.value)
+
+
+def test_a_bare_xpub_is_every_single_key_wallet_and_its_tr_is_bip86(load_vectors: Loader) -> None:
+    vector = load_vectors("wallets/bip86.json")
+    wallets = extended_key_descriptors(vector["account"]["xpub"])
+    assert [w.canonical().split("(")[0] for w in wallets] == ["pkh", "sh", "wpkh", "tr"]
+    first = vector["addresses"][0]
+    assert wallets[3].expand(0, 0).script_pubkey.hex() == first["scriptPubKey"]
+
+
+def test_a_multisig_cosigner_key_asks_for_the_whole_descriptor(load_vectors: Loader) -> None:
+    zpub = load_vectors("wallets/bip84.json")["account"]["xpub"]
+    key, _ = parse_extended_key(zpub)
+    cosigner = key.encode(bytes.fromhex("02aa7ed3"))  # the same key as a Zpub (P2WSH multisig)
+    with pytest.raises(InvalidDescriptor, match="one cosigner of a multisig"):
+        extended_key_descriptors(cosigner)
