@@ -104,7 +104,9 @@ class ExposureIndex:
     def state(self, env: Environment) -> IndexAnswer:
         """How far ``env``'s index reaches, without evidence (what a verdict needs to say
         what it could not see when nothing was found)."""
-        networks = self._networks(env)
+        return self._state(self._networks(env))
+
+    def _state(self, networks: Sequence[str]) -> IndexAnswer:
         if not networks:
             return IndexAnswer((), indexed=False, complete_to=None)
         return IndexAnswer((), indexed=True, complete_to=_completeness([self._store.chain_state(n) for n in networks]))
@@ -112,7 +114,9 @@ class ExposureIndex:
     def evidence_by_hash(self, env: Environment, hashes: Sequence[bytes]) -> dict[bytes, tuple[ExposureEvidence, ...]]:
         """The index's evidence for each of ``hashes`` that it holds (the earliest
         revelations; the key, hex, as ``address``). Blocking: one DuckDB query."""
-        networks = self._networks(env)
+        return self._evidence(self._networks(env), hashes)
+
+    def _evidence(self, networks: Sequence[str], hashes: Sequence[bytes]) -> dict[bytes, tuple[ExposureEvidence, ...]]:
         found: dict[bytes, dict[ExposureEvidence, None]] = {}
         for hit in self._store.lookup(networks, hashes) if networks else ():
             evidence = ExposureEvidence(Chain.BITCOIN.value, hit.pubkey.hex(), EvidenceKind.INDEX, hit.txid, hit.height)
@@ -120,11 +124,12 @@ class ExposureIndex:
         return {h: tuple(e) for h, e in found.items()}
 
     def _revealed(self, env: Environment, hashes: Sequence[bytes]) -> IndexAnswer:
-        state = self.state(env)
+        networks = self._networks(env)  # one listing of the index for the state and the lookup
+        state = self._state(networks)
         if not state.indexed:
             return state
         try:
-            found = self.evidence_by_hash(env, hashes)
+            found = self._evidence(networks, hashes)
         except IndexUnreadable:
             _log.exception("Bitcoin exposure index lookup failed; the verdict states the index was not read")
             return dataclasses.replace(state, unreadable=True)

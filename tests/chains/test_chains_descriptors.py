@@ -77,6 +77,17 @@ def _assert_refused_as_private(descriptor: str) -> None:
         assert key not in message
 
 
+def _refused(text: str) -> bool:
+    """Assert an invalid descriptor is refused: as private key material when it holds some
+    (True), else as ``InvalidDescriptor`` (False)."""
+    if _private_keys(text):
+        _assert_refused_as_private(text)
+        return True
+    with pytest.raises(InvalidDescriptor):
+        parse_descriptor(text)
+    return False
+
+
 def _assert_hardened_refused(descriptor: str) -> None:
     with pytest.raises(InvalidDescriptor, match="needs the private key"):
         parse_descriptor(descriptor)
@@ -138,16 +149,7 @@ def test_bip380_valid_key_expressions(load_vectors: Loader) -> None:
 def test_bip380_invalid_key_expressions(load_vectors: Loader) -> None:
     cases = load_vectors(VECTORS)["bip380"]["key_expressions_invalid"]
     assert len(cases) == 16
-    private = 0
-    for case in cases:
-        text = f"pk({case['expression']})"
-        if _private_keys(text):
-            _assert_refused_as_private(text)
-            private += 1
-        else:
-            with pytest.raises(InvalidDescriptor):
-                parse_descriptor(text)
-    assert private == 8
+    assert sum(_refused(f"pk({case['expression']})") for case in cases) == 8  # private keys
 
 
 # --- BIP-381..386: scripts of valid descriptors, invalid descriptors ------------------------
@@ -181,18 +183,8 @@ def test_bip381_to_386_valid_descriptors(load_vectors: Loader) -> None:
 
 def test_bip381_to_386_invalid_descriptors(load_vectors: Loader) -> None:
     vectors = load_vectors(VECTORS)
-    counts = {"invalid": 0, "private": 0}
-    for section in SCRIPT_SECTIONS:
-        for case in vectors[section]["invalid"]:
-            text = case["descriptor"]
-            if _private_keys(text):
-                _assert_refused_as_private(text)
-                counts["private"] += 1
-            else:
-                with pytest.raises(InvalidDescriptor):
-                    parse_descriptor(text)
-                counts["invalid"] += 1
-    assert counts == {"invalid": 27, "private": 5}
+    refused = [_refused(case["descriptor"]) for section in SCRIPT_SECTIONS for case in vectors[section]["invalid"]]
+    assert (refused.count(False), refused.count(True)) == (27, 5)  # (invalid, private keys)
 
 
 # --- BIP-389: multipath ---------------------------------------------------------------------
@@ -223,16 +215,7 @@ def test_bip389_valid_multipath_descriptors(load_vectors: Loader) -> None:
 
 def test_bip389_invalid_multipath_descriptors(load_vectors: Loader) -> None:
     cases = load_vectors(VECTORS)["bip389"]["invalid"]
-    private = 0
-    for case in cases:
-        text = case["descriptor"]
-        if _private_keys(text):
-            _assert_refused_as_private(text)
-            private += 1
-        else:
-            with pytest.raises(InvalidDescriptor):
-                parse_descriptor(text)
-    assert private == 2
+    assert sum(_refused(case["descriptor"]) for case in cases) == 2  # private keys
 
 
 # --- The API beyond the vectors ----------------------------------------------------------------

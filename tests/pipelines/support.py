@@ -27,6 +27,7 @@ from storage.scans_sqlite import SqliteScanStore
 from storage.sqlite import SqliteStore
 from storage.sqlite_db import open_database
 from tests.chain_clients.loopback import Loopback
+from tests.observations import observation
 
 
 def partition(chain: str, day: date) -> str:
@@ -197,21 +198,11 @@ def cosmos_observation(
 ) -> tuple[Environment, Observation]:
     """A recorded Cosmos account that never signed (no key stored on chain)."""
     typed = parse_address(address, "cosmos", environment.network)
-    return environment, Observation(
-        chain="cosmos",
+    return environment, observation(
+        "cosmos",
         address=str(typed),
-        address_type="secp256k1",
-        account_type=AccountType.EOA,
         balance=balance,
-        decimals=6,
-        symbol="ATOM",
         tx_count=1 if balance else 0,
-        outbound_tx_count=0,
-        exposure=Exposure.EXPOSED_ON_SPEND,
-        public_key=None,
-        address_reuse_count=0,
-        first_activity=None,
-        last_activity=None,
         source="cosmos-lcd",
         height=20_000_000,
         observed_at=observed_at or datetime.now(UTC) - timedelta(seconds=5),
