@@ -48,9 +48,11 @@ from services.attestations import AttestationService
 from services.credentials import ApiKeyCodec, Secrets, SessionCodec, load_master_secret
 from services.custody.factory import open_managed_custody
 from services.custody.purge import PurgeLoop
+from services.descriptor_scans import DescriptorScanService
 from services.errors import Unauthenticated
 from services.exposure_index import ExposureIndex
 from services.key_scans import KeyScanService
+from services.migration_plans import MigrationPlanService
 from services.observer import ChainObserver
 from services.passwords import Passwords
 from services.pq_keys import PqKeyService
@@ -315,6 +317,8 @@ async def _open_chain_access(app: QdayApp) -> None:
         store, observer, scan_prices, ctx.clock, settings.scan_cache_ttl_seconds, settings.pipeline_result_ttl_seconds
     )
     ctx.key_scans = KeyScanService(store, observer, scan_prices, ctx.clock, settings.scan_cache_ttl_seconds)
+    ctx.descriptor_scans = DescriptorScanService(store, observer, scan_prices, ctx.clock)
+    ctx.migration_plans = MigrationPlanService(ctx.descriptor_scans, observer)
 
 
 async def _close_chain_access(app: QdayApp) -> None:

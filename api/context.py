@@ -27,7 +27,9 @@ from services.accounts import AccountService, Principal
 from services.attestations import AttestationService
 from services.custody.lifecycle import ManagedCustodyService
 from services.custody.purge import PurgeLoop
+from services.descriptor_scans import DescriptorScanService
 from services.key_scans import KeyScanService
+from services.migration_plans import MigrationPlanService
 from services.passwords import Passwords
 from services.pq_keys import PqKeyService
 from services.scans import ScanService
@@ -63,6 +65,8 @@ class AppContext:
     chain_clients: dict[Environment, dict[Chain, ChainClient]]
     scans: ScanService
     key_scans: KeyScanService
+    descriptor_scans: DescriptorScanService
+    migration_plans: MigrationPlanService
 
     def __init__(
         self, settings: Settings, clock: Clock, passwords: Passwords, version: str, openapi_json: bytes, docs_html: str

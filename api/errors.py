@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from chains import errors as chain_errors
+from chains.bitcoin import bip32, descriptors
 from core.errors import DomainError
 from pqc import errors as pqc_errors
 from services import errors as service_errors
@@ -28,6 +29,8 @@ ERROR_CODES: dict[str, tuple[int, str]] = {
     "SCAN_002": (400, "Unsupported chain"),
     "SCAN_003": (404, "Address not found: no on-chain activity"),
     "SCAN_004": (503, "Chain data temporarily unavailable"),
+    "SCAN_005": (400, "Invalid output descriptor or extended public key"),
+    "SCAN_006": (400, "Private key material refused: only public keys and descriptors of public keys are accepted"),
     "PQC_001": (400, "Unsupported algorithm"),
     "PQC_002": (400, "Invalid key, signature or hex format"),
     "PQC_003": (400, "Post-quantum public key is not registered to this account and environment"),
@@ -75,6 +78,9 @@ DOMAIN_ERRORS: dict[type[DomainError], str] = {
     pqc_errors.InvalidInput: "REQ_001",
     chain_errors.InvalidAddress: "SCAN_001",
     chain_errors.UnsupportedChain: "SCAN_002",
+    bip32.InvalidExtendedKey: "SCAN_005",
+    descriptors.InvalidDescriptor: "SCAN_005",
+    bip32.PrivateKeyRefused: "SCAN_006",
     chain_errors.AddressNotFound: "SCAN_003",
     chain_errors.ChainUnavailable: "SCAN_004",
     storage_errors.DuplicateEmail: "ACC_001",

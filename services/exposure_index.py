@@ -52,6 +52,14 @@ class IndexAnswer:
     complete_to: int | None
     unreadable: bool = False
 
+    def with_evidence(
+        self, found: Mapping[bytes, tuple[ExposureEvidence, ...]], hashes: Sequence[bytes]
+    ) -> IndexAnswer:
+        """This state with the evidence ``found`` holds for ``hashes`` (one key's hashes), each
+        revelation once."""
+        evidence = tuple(dict.fromkeys(e for h in hashes for e in found.get(h, ())))
+        return dataclasses.replace(self, evidence=evidence)
+
     def limit(self, observed_height: int | None) -> str | None:
         """What a verdict resting on this answer cannot see, None when nothing: a key revealed
         in another form past the index's complete height (the scanned chain's own data
@@ -123,21 +131,33 @@ class ExposureIndex:
             found.setdefault(hit.hash, {})[evidence] = None
         return {h: tuple(e) for h, e in found.items()}
 
-    def _revealed(self, env: Environment, hashes: Sequence[bytes]) -> IndexAnswer:
+    def _lookup(
+        self, env: Environment, hashes: Sequence[bytes]
+    ) -> tuple[IndexAnswer, dict[bytes, tuple[ExposureEvidence, ...]]]:
         networks = self._networks(env)  # one listing of the index for the state and the lookup
         state = self._state(networks)
         if not state.indexed:
-            return state
+            return state, {}
         try:
-            found = self._evidence(networks, hashes)
+            return state, self._evidence(networks, hashes)
         except IndexUnreadable:
             _log.exception("Bitcoin exposure index lookup failed; the verdict states the index was not read")
-            return dataclasses.replace(state, unreadable=True)
-        evidence = tuple(dict.fromkeys(e for h in hashes for e in found.get(h, ())))
-        return dataclasses.replace(state, evidence=evidence)
+            return dataclasses.replace(state, unreadable=True), {}
+
+    def _revealed(self, env: Environment, hashes: Sequence[bytes]) -> IndexAnswer:
+        state, found = self._lookup(env, hashes)
+        return state.with_evidence(found, hashes)
 
     async def revealed(self, env: Environment, hashes: Sequence[bytes]) -> IndexAnswer:
         """What the index of ``env``'s networks holds for keys with these HASH160s (off the
         event loop). An index that cannot be read never fails the scan: the answer says so
         (``unreadable``), and its limit is listed."""
         return await asyncio.to_thread(self._revealed, env, hashes)
+
+    async def revealed_by_hash(
+        self, env: Environment, hashes: Sequence[bytes]
+    ) -> tuple[IndexAnswer, dict[bytes, tuple[ExposureEvidence, ...]]]:
+        """One lookup for many keys (a wallet's): the index's state, and its evidence per hash
+        found (``IndexAnswer.with_evidence`` makes each key's answer). Off the event loop; an
+        unreadable index is stated as in ``revealed``."""
+        return await asyncio.to_thread(self._lookup, env, hashes)

@@ -69,6 +69,11 @@ class ChainObserver:
         self.index = index
         self._inflight: dict[Hashable, asyncio.Task[list[Observation]]] = {}
 
+    def client(self, env: Environment, chain: Chain) -> ChainClient:
+        """The environment's client of ``chain`` (for what only one client type offers, such
+        as a wallet's unspent outputs)."""
+        return self._clients[env][chain]
+
     def allowed(self, chain: Chain) -> bool:
         """True when scans may look up ``chain`` for the siblings of a key."""
         return chain.value in self._family_chains

@@ -159,6 +159,203 @@ class KeyScanOut(Out):
     cached: bool
 
 
+DescriptorText = Annotated[
+    str,
+    Meta(
+        min_length=1,
+        max_length=8192,
+        description="An output descriptor (BIP-380..386, BIP-389 <0;1>), checksum verified when present, or a "
+        "bare extended public key (xpub, ypub, zpub; tpub, upub, vpub with test keys)",
+    ),
+]
+
+
+class DescriptorScanRequest(Strict):
+    """Body of POST /v1/scan/descriptor."""
+
+    descriptor: DescriptorText
+    chain: Annotated[str, Meta(max_length=40, description="Only bitcoin")] = "bitcoin"
+    gap_limit: Annotated[
+        int, Meta(ge=1, le=1000, description="Unused addresses in a row that end a branch (BIP-44: 20)")
+    ] = 20
+
+
+ExposureLevel = Literal["EXPOSED_AT_REST", "EXPOSED_ON_SPEND", "NOT_EXPOSED", "UNDETERMINED"]
+Branch = Literal["receive", "change"]
+
+
+class WalletAddressOut(Out):
+    """One used address of the wallet and its verdict."""
+
+    address: str
+    branch: Branch
+    index: int
+    script_type: str
+    balance_sat: int
+    tx_count: int
+    public_key_exposed: bool
+    exposure: ExposureLevel
+    risk_score: Literal["W1", "W2", "W3", "W4"]
+    risk_value: Annotated[int, Meta(ge=0, le=100)]
+    balance_at_risk_usd: float | None
+    exposure_evidence: list[ExposureEvidenceOut]
+    exposure_complete: bool
+
+
+class CoinOut(Out):
+    """One confirmed unspent output of the wallet."""
+
+    txid: str
+    vout: int
+    value: Annotated[int, Meta(description="Satoshi")]
+    address: str
+    height: int
+    public_key_exposed: bool
+    exposure: ExposureLevel
+
+
+class ExposedUnusedOut(Out):
+    """An address derived but never used whose key the exposure index shows revealed."""
+
+    address: str
+    branch: Branch
+    index: int
+    script_type: str
+    exposure_evidence: list[ExposureEvidenceOut]
+
+
+class DescriptorSummaryOut(Out):
+    """One descriptor scanned (a bare xpub stands for four)."""
+
+    descriptor: Annotated[str, Meta(description="Canonical text with its BIP-380 checksum")]
+    used_addresses: int
+    derived_addresses: int
+    balance_sat: int
+
+
+class ExposureTotalOut(Out):
+    """Used addresses and their balance at one exposure level."""
+
+    addresses: int
+    balance_sat: int
+
+
+class WalletSummaryOut(Out):
+    """The wallet's totals."""
+
+    balance_sat: int
+    exposed_balance_sat: int
+    balance_at_risk_usd: Annotated[float | None, Meta(description="null when no USD price is known")]
+    risk_score: Annotated[Literal["W1", "W2", "W3", "W4"], Meta(description="The worst used address's")]
+    risk_value: Annotated[int, Meta(ge=0, le=100)]
+    used_addresses: int
+    derived_addresses: int
+    by_exposure: dict[str, ExposureTotalOut]
+    gap_limit: int
+    lookup_rounds: Annotated[int, Meta(description="Batched lookups the derivation took")]
+
+
+class DescriptorScanOut(Out):
+    """A wallet scanned from its descriptor or extended public key."""
+
+    descriptor: Annotated[
+        str | None, Meta(description="The descriptor, canonical with its checksum; null for a bare extended key")
+    ]
+    descriptors: list[DescriptorSummaryOut]
+    addresses: Annotated[list[WalletAddressOut], Meta(description="Used addresses only")]
+    coins: list[CoinOut]
+    exposed_unused: list[ExposedUnusedOut]
+    summary: WalletSummaryOut
+    coverage: CoverageOut
+    exposure_complete: bool
+    scanned_at: Timestamp
+    scoring_version: str
+
+
+class MigrationPlanRequest(Strict):
+    """Body of POST /v1/plan/migration."""
+
+    descriptor: DescriptorText
+    destination: Annotated[
+        str,
+        Meta(
+            min_length=1,
+            max_length=8192,
+            description="The new wallet: one ranged descriptor (or a ypub/zpub); outputs go to fresh addresses of "
+            "its receive branch",
+        ),
+    ]
+    fee_rate: (
+        Annotated[
+            float, Meta(ge=1, le=10_000, description="sat/vB; default: the Bitcoin source's estimate for 6 blocks")
+        ]
+        | None
+    ) = None
+    max_per_address_sat: Annotated[
+        int, Meta(ge=546, le=2_100_000_000_000_000, description="Most any one destination address receives")
+    ] = 5_000_000_000
+    gap_limit: Annotated[int, Meta(ge=1, le=1000, description="As for POST /v1/scan/descriptor")] = 20
+
+
+class PlanInputOut(Out):
+    """A coin a step spends."""
+
+    txid: str
+    vout: int
+    value_sat: int
+    address: str
+    exposure: ExposureLevel
+
+
+class PlanOutputOut(Out):
+    """A payment to a fresh destination address."""
+
+    address: str
+    value_sat: int
+    index: Annotated[int, Meta(description="Child index on the destination's receive branch")]
+
+
+class PlanStepOut(Out):
+    """One transaction of the plan, as an unsigned PSBT."""
+
+    order: int
+    inputs: list[PlanInputOut]
+    outputs: list[PlanOutputOut]
+    vsize: int
+    fee_sat: int
+    psbt: Annotated[str, Meta(description="BIP-174 PSBT, base64; unsigned")]
+
+
+class PlanSkippedOut(Out):
+    """A coin left out of the plan, and why."""
+
+    txid: str
+    vout: int
+    value_sat: int
+    exposure: ExposureLevel
+    reason: str
+
+
+class PlanTotalsOut(Out):
+    """What the plan spends, pays and leaves in fees (satoshi)."""
+
+    in_sat: int
+    out_sat: int
+    fee_sat: int
+
+
+class MigrationPlanOut(Out):
+    """How to move a wallet: exposed coins first, capped per fresh address."""
+
+    descriptors: list[str]
+    destination: str
+    fee_rate: float
+    max_per_address_sat: int
+    steps: list[PlanStepOut]
+    skipped: list[PlanSkippedOut]
+    totals: PlanTotalsOut
+
+
 class DetectRequest(Strict):
     """Body of POST /v1/scan/detect."""
 

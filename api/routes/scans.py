@@ -9,10 +9,14 @@ from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import PAGED, no_content, ok, ok_page, requested_page
 from api.models.scans import (
+    DescriptorScanOut,
+    DescriptorScanRequest,
     DetectOut,
     DetectRequest,
     KeyScanOut,
     KeyScanRequest,
+    MigrationPlanOut,
+    MigrationPlanRequest,
     ScanRequest,
     WalletScanOut,
     WatchedOut,
@@ -80,6 +84,63 @@ async def scan_key(request: QdayRequest, body: KeyScanRequest) -> HTTPResponse:
     outcome = await request.app.ctx.key_scans.scan(request.ctx.principal, body.public_key, body.chains, body.refresh)
     flag = b'{"cached":true,' if outcome.cached else b'{"cached":false,'
     return ok(request, msgspec.Raw(flag + outcome.result.encode()[1:]))
+
+
+@group.route(
+    "POST",
+    "/scan/descriptor",
+    summary="Quantum-risk scan of a whole wallet from its descriptor or extended public key",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.SCAN,
+    body=DescriptorScanRequest,
+    response=DescriptorScanOut,
+    errors=("SCAN_002", "SCAN_004", "SCAN_005", "SCAN_006"),
+    tag="scans",
+    description="Derives the wallet's receive and change addresses until gapLimit unused ones in a row, "
+    "looks them up in batched rounds, and answers each used address's verdict (its key family and the "
+    "Bitcoin exposure index included), its unspent coins, the unused addresses whose key is already "
+    "revealed, and the totals. A bare xpub is scanned as pkh, sh(wpkh), wpkh and tr (each reported); "
+    "ypub/zpub as their SLIP-132 script. Private keys (xprv, tprv, WIF) are refused with SCAN_006 and "
+    "never logged or stored. Each used address's result is stored as its wallet scan.",
+)
+async def scan_descriptor(request: QdayRequest, body: DescriptorScanRequest) -> HTTPResponse:
+    """A wallet's risk, address by address and coin by coin."""
+    answer = await request.app.ctx.descriptor_scans.scan(
+        request.ctx.principal, body.descriptor, body.chain, body.gap_limit
+    )
+    return ok(request, answer)
+
+
+@group.route(
+    "POST",
+    "/plan/migration",
+    summary="A plan to move a wallet's coins to a new wallet, as unsigned PSBTs",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.SCAN,
+    body=MigrationPlanRequest,
+    response=MigrationPlanOut,
+    errors=("REQ_001", "SCAN_002", "SCAN_004", "SCAN_005", "SCAN_006"),
+    tag="scans",
+    description="Scans the wallet as POST /v1/scan/descriptor does, then orders its coins: keys on chain by "
+    "their output type first, then keys revealed by a spend, reuse or elsewhere, then the rest; the larger "
+    "first. Each step is one transaction of coins of one exposure level paying fresh, unused addresses of "
+    "the destination's receive branch (looked up first), at most maxPerAddressSat each, no change, no dust "
+    "output; a coin worth less than its own input's fee is skipped with the reason. Each step's psbt (BIP-174, "
+    "base64) carries the spent outputs, the whole previous transaction of every non-taproot input, the "
+    "scripts and the BIP-32 derivations of every key (BIP-371 fields for tr), so a hardware wallet can "
+    "check and sign it. The service never signs.",
+)
+async def plan_migration(request: QdayRequest, body: MigrationPlanRequest) -> HTTPResponse:
+    """A migration plan for a wallet."""
+    answer = await request.app.ctx.migration_plans.plan(
+        request.ctx.principal,
+        body.descriptor,
+        body.destination,
+        body.fee_rate,
+        body.max_per_address_sat,
+        body.gap_limit,
+    )
+    return ok(request, answer)
 
 
 @group.route(

@@ -237,6 +237,23 @@ class Descriptor:
         keys: list[DerivedKey] = []
         return Expansion(self._script(index, path, keys), tuple(keys))
 
+    def spend_scripts(self, index: int = 0, path: int = 0) -> tuple[bytes | None, bytes | None]:
+        """The redeem script (``sh()``) and witness script (``wsh()``) a spender of the output
+        at ``index`` of branch ``path`` reveals, None where the descriptor has none: what a
+        PSBT's ``PSBT_IN_REDEEM_SCRIPT`` / ``PSBT_IN_WITNESS_SCRIPT`` carry (BIP-174)."""
+        self.expand(index, path)  # the same argument checks
+        if self.function == "wsh":
+            assert self.inner is not None
+            return None, self.inner._script(index, path, [])
+        if self.function != "sh":
+            return None, None
+        assert self.inner is not None
+        redeem = self.inner._script(index, path, [])
+        if self.inner.function == "wsh":
+            assert self.inner.inner is not None
+            return redeem, self.inner.inner._script(index, path, [])
+        return redeem, None
+
     def _script(self, index: int, path: int, keys: list[DerivedKey]) -> bytes:
         derived = [key.derive(index, path) for key in self.keys]
         keys += derived

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from chains.errors import MalformedChainData
+from pqc.ecdsa_messages import compact_size
 from pqc.hashes import sha256d
 
 _COINBASE_TXID = "00" * 32
@@ -177,6 +178,26 @@ def parse_block(raw: bytes) -> Block:
     transactions = tuple(_read_transaction(r) for _ in range(r.count(60)))
     _finish(r, "block")
     return Block(header, transactions)
+
+
+def serialize_transaction(tx: Transaction, *, witness: bool = True) -> bytes:
+    """The consensus bytes of ``tx``: with the segwit marker, flag and witness stacks when it
+    has witness data and ``witness`` (BIP-144), else the legacy layout its txid hashes. The
+    ``txid``/``wtxid`` fields are not read (a draft may leave them empty)."""
+    segwit = witness and tx.has_witness
+    parts = [tx.version.to_bytes(4, "little"), b"\x00\x01" if segwit else b"", compact_size(len(tx.inputs))]
+    for txin in tx.inputs:
+        parts += [bytes.fromhex(txin.prev_txid)[::-1], txin.vout.to_bytes(4, "little")]
+        parts += [compact_size(len(txin.script_sig)), txin.script_sig, txin.sequence.to_bytes(4, "little")]
+    parts.append(compact_size(len(tx.outputs)))
+    for txout in tx.outputs:
+        parts += [txout.value.to_bytes(8, "little"), compact_size(len(txout.script_pubkey)), txout.script_pubkey]
+    if segwit:
+        for txin in tx.inputs:
+            parts.append(compact_size(len(txin.witness)))
+            parts += [compact_size(len(item)) + item for item in txin.witness]
+    parts.append(tx.locktime.to_bytes(4, "little"))
+    return b"".join(parts)
 
 
 def merkle_root(txids: Sequence[str]) -> str:

@@ -29,6 +29,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -36,7 +37,8 @@ import httpx
 from chains.bitcoin.exposure import STRUCTURALLY_EXPOSED, SpendHistory, exposure_with_history
 from chains.bitcoin.script import OutputType, classify_script
 from chains.bitcoin.spend import InputDisclosure, analyze_input
-from chains.bitcoin.tx import TxIn
+from chains.bitcoin.tx import Transaction, TxIn, TxOut, parse_transaction, serialize_transaction
+from chains.bitcoin.utxo import Utxo
 from chains.clients.base import Snapshot, register, typed_addresses
 from chains.clients.transport import Timing, Transport
 from chains.codecs.address import Address
@@ -257,6 +259,64 @@ class EsploraClient:
                 return History(tuple(txs), ended=True)
             path = f"{resource}/txs/chain/{confirmed[-1].get('txid')}"
         return History(tuple(txs), ended=False)
+
+    async def coins(self, address: BitcoinAddress) -> list[Utxo]:
+        """The confirmed unspent outputs of ``address`` (``GET /address/:a/utxo``), oldest first.
+
+        Unconfirmed outputs are left out, as the balance leaves them out."""
+        what = f"{self.transport.label} /address/{address}/utxo"
+        data = await self._get(f"/address/{address}/utxo")
+        if not isinstance(data, list) or not all(isinstance(item, Mapping) for item in data):
+            raise MalformedChainData(f"{what}: expected a list of outputs")
+        found = []
+        for item in data:
+            status = item.get("status")
+            if not isinstance(status, Mapping) or status.get("confirmed") is not True:
+                continue
+            txid = item.get("txid")
+            if not isinstance(txid, str) or len(txid) != 64:
+                raise MalformedChainData(f"{what}: txid must be 64 hex digits, got {txid!r:.80}")
+            _hex(txid, what)
+            coin = Utxo(txid, _int(item, "vout", what), _int(item, "value", what), _int(status, "block_height", what))
+            found.append(coin)
+        return sorted(found, key=lambda c: (c.height, c.txid, c.vout))
+
+    async def transaction(self, txid: str) -> bytes:
+        """The raw transaction ``txid`` (witness serialisation when it has witnesses), rebuilt
+        from ``GET /tx/:txid`` and checked: its bytes must hash to ``txid``, so a server cannot
+        hand a signer a previous transaction with other amounts (what a PSBT's
+        ``non_witness_utxo`` is there to prevent)."""
+        what = f"{self.transport.label} /tx/{txid}"
+        data = await self._get(f"/tx/{txid}")
+        if not isinstance(data, Mapping):
+            raise MalformedChainData(f"{what}: expected a transaction object")
+        try:
+            inputs = tuple(_vin_txin(vin, what) for vin in data["vin"])
+            outputs = tuple(TxOut(_int(out, "value", what), _hex(out["scriptpubkey"], what)) for out in data["vout"])
+            draft = Transaction(int(data["version"]), inputs, outputs, int(data["locktime"]), "", "")
+            raw = serialize_transaction(draft)
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise MalformedChainData(f"{what}: malformed transaction object") from None
+        if parse_transaction(raw).txid != txid:
+            raise MalformedChainData(f"{what}: the transaction served does not hash to its id")
+        return raw
+
+    async def fee_rate(self, target_blocks: int) -> float:
+        """The fee rate in sat/vB estimated to confirm within ``target_blocks`` blocks
+        (``GET /fee-estimates``: the estimate of the largest target not above it)."""
+        data = await self._get("/fee-estimates")
+        what = f"{self.transport.label} /fee-estimates"
+        if not isinstance(data, Mapping):
+            raise MalformedChainData(f"{what}: expected an object of target -> sat/vB")
+        estimates: dict[int, float] = {}
+        for target, rate in data.items():
+            if not str(target).isdigit() or isinstance(rate, bool) or not isinstance(rate, int | float | Decimal):
+                raise MalformedChainData(f"{what}: malformed estimate {target!r:.20}: {rate!r:.20}")
+            estimates[int(target)] = float(rate)
+        usable = [t for t in estimates if t <= target_blocks and estimates[t] > 0]
+        if not usable:
+            raise ChainUnavailable(f"{what}: no estimate for {target_blocks} blocks or fewer", endpoint=what)
+        return estimates[max(usable)]
 
     def _spends(self, txs: Sequence[Mapping[str, Any]], script: bytes, what: str) -> list[tuple[int, InputDisclosure]]:
         """(index of the transaction, disclosure) for every input spending ``script``."""

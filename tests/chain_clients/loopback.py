@@ -61,6 +61,8 @@ class Loopback:
         self.routes: dict[tuple[str, str], Handler] = {}
         self.faults: list[Fault] = []
         self.requests: list[Seen] = []
+        #: Answers requests no route matches (``(method, path, query)`` -> answer), else 404.
+        self.fallback: Callable[[str, str, Mapping[str, str]], Answer] | None = None
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -145,9 +147,12 @@ class Loopback:
             if fault.status is not None or fault.body is not None:
                 return web.Response(status=fault.status or 200, body=fault.body or b"", headers=fault.headers)
         handler = self.routes.get((request.method, request.path))
-        if handler is None:
+        if handler is not None:
+            status, answer, *rest = handler(body, dict(request.query))
+        elif self.fallback is not None:
+            status, answer, *rest = self.fallback(request.method, request.path, dict(request.query))
+        else:
             return web.json_response({"error": f"no route {request.method} {request.path}"}, status=404)
-        status, answer, *rest = handler(body, dict(request.query))
         headers = dict(rest[0]) if rest else {}
         if isinstance(answer, bytes):
             return web.Response(status=status, body=answer, headers=headers)
