@@ -28,6 +28,7 @@ from services.attestations import AttestationService
 from services.custody.lifecycle import ManagedCustodyService
 from services.custody.purge import PurgeLoop
 from services.descriptor_scans import DescriptorScanService
+from services.descriptor_watch import DescriptorWatchService
 from services.key_scans import KeyScanService
 from services.migration_plans import MigrationPlanService
 from services.passwords import Passwords
@@ -67,6 +68,7 @@ class AppContext:
     key_scans: KeyScanService
     descriptor_scans: DescriptorScanService
     migration_plans: MigrationPlanService
+    descriptor_watch: DescriptorWatchService
 
     def __init__(
         self, settings: Settings, clock: Clock, passwords: Passwords, version: str, openapi_json: bytes, docs_html: str

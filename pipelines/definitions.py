@@ -37,6 +37,7 @@ from pipelines.resources import (
     OraclePriceResource,
     PriceResource,
 )
+from pipelines.wallets import wallets_job, wallets_schedule, watched_wallets
 from services.settings import Settings, load_settings
 
 
@@ -55,20 +56,25 @@ def build_definitions(
     """Every pipeline definition, with resources for ``settings`` (default: ``load_settings()``)."""
     settings = settings or load_settings()
     resources = {
-        "chain_data": chain_data or EndpointChainDataResource(family_chains=list(settings.family_chains)),
+        "chain_data": chain_data
+        or EndpointChainDataResource(
+            family_chains=list(settings.family_chains), family_wait_seconds=settings.family_wait_seconds
+        ),
         "prices": prices or OraclePriceResource(),
         "operational_store": OperationalStoreResource(
-            database=str(settings.operational_db.resolve()), synchronous=settings.sqlite_synchronous
+            database=str(settings.operational_db.resolve()),
+            synchronous=settings.sqlite_synchronous,
+            enterprise_watch_cap=settings.enterprise_watch_cap,
         ),
         "analytics": AnalyticsResource(root=str(analytics_dir(settings))),
         "bitcoin_node": bitcoin_node or BitcoinNodeResource(),
         "clock": ClockResource(),
     }
     return Definitions(
-        assets=[*ALL_ASSETS, bitcoin_block_range],
+        assets=[*ALL_ASSETS, bitcoin_block_range, watched_wallets],
         asset_checks=ALL_CHECKS,
-        jobs=[observe_job, score_job, rescore_job, readiness_job, new_addresses_job, bitcoin_index_job],
-        schedules=[observe_schedule, readiness_schedule],
+        jobs=[observe_job, score_job, rescore_job, readiness_job, new_addresses_job, bitcoin_index_job, wallets_job],
+        schedules=[observe_schedule, readiness_schedule, wallets_schedule],
         sensors=[new_watched_sensor, observed_families_sensor, readiness_sensor, bitcoin_tip_sensor],
         resources=resources,
         executor=in_process_executor,

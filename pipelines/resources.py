@@ -49,6 +49,9 @@ from pipelines.sources import (
     SnapshotChainData,
     StaticPriceData,
 )
+from services.caps import DEFAULT_ENTERPRISE_WATCH_CAP
+from services.exposure_index import ExposureIndex
+from services.observer import ChainObserver
 from services.settings import load_settings
 from storage.analytics import AnalyticsStore
 from storage.models import ScanResult, WatchedAddress
@@ -109,6 +112,19 @@ class ChainDataClient:
         elsewhere (``ChainDataResource.family_chains``)."""
         return self._family_chains is None or chain.value in self._family_chains
 
+    def observer(self, index: ExposureIndex, wait_seconds: float) -> ChainObserver | None:
+        """A scans' chain observer over this source's clients (what wallet scans need: the
+        clients themselves, for coins), None when the source has none (a snapshot)."""
+        if not isinstance(self._source, ClientChainData):
+            return None
+        clients = {env: self._source.clients(env) for env in Environment}
+        family = self._family_chains if self._family_chains is not None else [c.value for c in Chain]
+        return ChainObserver(clients, family, wait_seconds, index)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on this client's event loop (where its HTTP clients live)."""
+        return self._loop.run(coro)
+
     def observe(
         self,
         chain: Chain,
@@ -132,6 +148,7 @@ class ChainDataResource(ConfigurableResource):
     concurrency: int = Field(default=4, description="observe() calls in flight per chain.")
     outage_retries: int = Field(default=2, description="Dagster retries of a step after ChainUnavailable.")
     outage_retry_seconds: float = Field(default=120.0, description="Wait before each such retry.")
+    family_wait_seconds: float = Field(default=5.0, description="Wait for each family chain in wallet scans.")
     family_chains: list[str] | None = Field(
         default=None,
         description="Chains observed for the siblings of addresses watched elsewhere (the settings' "
@@ -253,9 +270,10 @@ class OperationalStore:
     def publish(self, records: list[ScanResult]) -> tuple[int, int]:
         """Save ``records`` in one group commit, skipping those a fresher stored result
         supersedes (``pipelines.rescore.publish``); returns (saved, skipped)."""
-        return self._run(publish(self.scans, records))
+        return self.run(publish(self.scans, records))
 
-    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a write of this store (its group-commit writer) on its event loop."""
         if self._loop is None:
             coro.close()
             raise RuntimeError("this operational store was opened read-only (writer=False)")
@@ -267,6 +285,9 @@ class OperationalStoreResource(ConfigurableResource):
 
     database: str
     synchronous: str = "FULL"
+    enterprise_watch_cap: int = Field(
+        default=DEFAULT_ENTERPRISE_WATCH_CAP, description="The enterprise plan's watch cap (QDAY_ENTERPRISE_WATCH_CAP)."
+    )
 
     @contextmanager
     def open(self, writer: bool = True) -> Iterator[OperationalStore]:

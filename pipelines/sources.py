@@ -68,9 +68,14 @@ class ClientChainData:
 
     def client(self, environment: Environment, chain: Chain) -> ChainClient:
         """The environment's client of ``chain`` (all 19 are built on first use)."""
+        return self.clients(environment)[chain]
+
+    def clients(self, environment: Environment) -> Mapping[Chain, ChainClient]:
+        """Every chain's client of the environment (built on first use), for what needs the
+        clients themselves (a wallet's coins) rather than observations."""
         if environment not in self._clients:
             self._clients[environment] = build_clients(self._endpoints, environment, self._http)
-        return self._clients[environment][chain]
+        return self._clients[environment]
 
     async def observe(self, environment: Environment, chain: Chain, addresses: Sequence[Address]) -> list[Observation]:
         return await self.client(environment, chain).observe(addresses)

@@ -7,8 +7,10 @@ The walk (``DescriptorScanService.walk``) derives receive and change addresses u
 wallets do (BIP-44's gap limit). Lookups go in rounds: each round observes, in one batched
 call, every branch's next window: what the gap rule still needs, or, when more, as many
 addresses as the branch has found used so far, so a wallet of n used addresses takes
-O(log n) rounds rather than n / gap, and looks up at most about twice what it needs. A scan derives at most ``MAX_DERIVED`` addresses; a wallet that needs
-more is answered with what was seen and a limit saying where it stopped.
+O(log n) rounds rather than n / gap, and looks up at most about twice what it needs. A
+scan derives at most ``MAX_DERIVED`` addresses (a watched wallet: what its plan's watch cap
+leaves); a wallet that needs more is answered with what was seen and a limit saying where
+it stopped.
 
 Each used address gets the same verdict a wallet scan gives it: its own history, its key
 family's addresses (the other encodings of a key hash, the Cosmos account), and the
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from chains.bitcoin.revelations import key_hashes
 from chains.bitcoin.utxo import Utxo
@@ -44,7 +46,8 @@ from scoring.result import WalletRisk
 from services.accounts import Principal, environment_of
 from services.exposure_index import IndexAnswer, with_index
 from services.observer import ChainObserver, limits_of
-from services.pricing import ScanPrices
+from services.pricing import PriceLookup
+from storage.models import ScanResult
 from storage.repository import ScanStore
 from storage.scan_records import scan_record
 
@@ -134,7 +137,7 @@ class DescriptorScanService:
         self,
         store: ScanStore,
         observer: ChainObserver,
-        prices: ScanPrices,
+        prices: PriceLookup,
         clock: Clock,
         readiness: ReadinessData | None = None,
     ) -> None:
@@ -158,18 +161,37 @@ class DescriptorScanService:
         ``InvalidDescriptor``, ``UnsupportedChain``; ``ChainUnavailable`` when Bitcoin's source
         fails (a family chain failing only makes the verdict incomplete)."""
         env, wallet = self.wallet(principal, text, chain)
-        walk = await self.walk(env, wallet.branches(), gap_limit)
-        verdicts, exposed_unused, index = await self.verdicts(env, walk)
-        await self._store.save_results(
-            [
-                scan_record(v.observation, v.risk, principal.account.id, env, self._clock.now(), "api", v.coverage)
-                for v in verdicts
-            ]
-        )
-        return self._answer(wallet, walk, verdicts, exposed_unused, index, gap_limit)
+        answer, records = await self.assess(env, wallet, gap_limit, principal.account.id, "api")
+        await self.save(records)
+        return answer
 
-    async def walk(self, env: Environment, branches: Sequence[WalletBranch], gap_limit: int) -> Walk:
-        """Derive and observe a wallet's ``branches`` to their gap (module docstring)."""
+    async def save(self, records: list[ScanResult]) -> None:
+        """Store used addresses' records as their latest wallet scans (durable on return)."""
+        await self._store.save_results(records)
+
+    async def assess(
+        self,
+        env: Environment,
+        wallet: Wallet,
+        gap_limit: int,
+        account_id: str,
+        source: Literal["api", "pipeline"],
+        max_derived: int = MAX_DERIVED,
+    ) -> tuple[dict[str, Any], list[ScanResult]]:
+        """Walk, judge and summarise ``wallet``: the answer, and each used address's wallet-scan
+        record for ``account_id`` (made by ``source``), for the caller to store. At most
+        ``max_derived`` addresses are derived (a watched wallet's share of its plan's cap)."""
+        walk = await self.walk(env, wallet.branches(), gap_limit, min(max_derived, MAX_DERIVED))
+        verdicts, exposed_unused, index = await self.verdicts(env, walk)
+        now = self._clock.now()
+        records = [scan_record(v.observation, v.risk, account_id, env, now, source, v.coverage) for v in verdicts]
+        return self._answer(wallet, walk, verdicts, exposed_unused, index, gap_limit, max_derived), records
+
+    async def walk(
+        self, env: Environment, branches: Sequence[WalletBranch], gap_limit: int, max_derived: int = MAX_DERIVED
+    ) -> Walk:
+        """Derive and observe a wallet's ``branches`` to their gap, at most ``max_derived``
+        addresses (module docstring)."""
         progress = [_Progress(branch) for branch in branches]
         used: list[tuple[DerivedAddress, Observation]] = []
         derived: list[DerivedAddress] = []
@@ -184,7 +206,7 @@ class DescriptorScanService:
                     end = 1
                 else:
                     end = max(p.last_used + gap_limit + 1, p.next + p.used)
-                end = min(end, p.next + MAX_DERIVED - len(derived) - len(batch))
+                end = min(end, p.next + max_derived - len(derived) - len(batch))
                 if end <= p.next:
                     truncated = True
                     p.done = True
@@ -314,6 +336,7 @@ class DescriptorScanService:
         exposed_unused: Sequence[tuple[DerivedAddress, IndexAnswer]],
         index: IndexAnswer | None,
         gap_limit: int,
+        max_derived: int,
     ) -> dict[str, Any]:
         """The JSON answer (field names as docs/api.md gives them)."""
         now = self._clock.now()
@@ -368,9 +391,10 @@ class DescriptorScanService:
             unavailable.update(dict.fromkeys(v.coverage.unavailable))
             checked.update(dict.fromkeys(v.coverage.checked))
         if walk.truncated:
+            why = "the most one scan derives" if max_derived >= MAX_DERIVED else "what the plan's watch cap leaves"
             limits[
-                f"descriptor: the scan stopped after deriving {MAX_DERIVED} addresses before every branch "
-                f"reached {gap_limit} unused addresses; later addresses were not looked at"
+                f"descriptor: the scan stopped after deriving {len(walk.derived)} addresses ({why}) before every "
+                f"branch reached {gap_limit} unused addresses; later addresses were not looked at"
             ] = None
         if not verdicts and index is not None:
             limit = index.limit(None)

@@ -65,6 +65,20 @@ def _scan_target(address: str, chain: str | None, environment: Environment) -> t
     return target, str(target)
 
 
+def clean_label(label: str | None) -> str | None:
+    """A watch-list label in NFC; ``InvalidRequest`` when it is longer than
+    ``MAX_LABEL_LENGTH`` or holds control or bidirectional-override characters."""
+    if label is None:
+        return None
+    char = unsafe_character(label)
+    if char is not None:
+        raise InvalidRequest(f"label holds {char}; refused: {UNSAFE_DESCRIPTION}", field="label")
+    label = nfc(label)
+    if len(label) > MAX_LABEL_LENGTH:
+        raise InvalidRequest(f"label is longer than {MAX_LABEL_LENGTH} characters", field="label")
+    return label
+
+
 def watch_entry(
     account_id: str, environment: Environment, address: str, chain: str | None, label: str | None, at: datetime
 ) -> WatchedAddress:
@@ -72,13 +86,7 @@ def watch_entry(
     API and ``qday watch import`` share. ``InvalidAddress`` / ``UnsupportedChain`` for
     addresses and chains, ``InvalidRequest`` for an over-long label or one holding control
     or bidirectional-override characters (stored in NFC)."""
-    if label is not None:
-        char = unsafe_character(label)
-        if char is not None:
-            raise InvalidRequest(f"label holds {char}; refused: {UNSAFE_DESCRIPTION}", field="label")
-        label = nfc(label)
-    if label is not None and len(label) > MAX_LABEL_LENGTH:
-        raise InvalidRequest(f"label is longer than {MAX_LABEL_LENGTH} characters", field="label")
+    label = clean_label(label)
     target = resolve_address(address, chain, environment)
     return WatchedAddress(new_id("wat"), account_id, environment, target.chain.value, str(target), label, at)
 

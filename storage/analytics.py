@@ -200,6 +200,31 @@ TABLES: Final[Mapping[str, Table]] = MappingProxyType(
                 many_per_key=True,
             ),
             Table(
+                "wallet_risk",
+                pl.Schema(
+                    {
+                        "environment": pl.String(),
+                        "account_id": pl.String(),
+                        "watch_id": pl.String(),
+                        "descriptor": pl.String(),
+                        "used_addresses": pl.Int64(),
+                        "derived_addresses": pl.Int64(),
+                        "balance_sat": pl.Int64(),
+                        "exposed_balance_sat": pl.Int64(),
+                        "balance_at_risk_usd": pl.Float64(),
+                        "risk_value": pl.Int64(),
+                        "risk_score": pl.String(),
+                        "exposure_complete": pl.Boolean(),
+                        "lookup_rounds": pl.Int64(),
+                        "scanned_at": UTC_TS,
+                        "scan_date": pl.Date(),
+                        "run_id": pl.String(),
+                    }
+                ),
+                ("watch_id",),
+                "Watched wallets (descriptors, extended keys): one summary row per wallet, per scan date.",
+            ),
+            Table(
                 "chain_readiness",
                 pl.Schema(
                     {
@@ -320,6 +345,7 @@ class AnalyticsStore:
             "CREATE OR REPLACE VIEW chain_readiness_latest AS SELECT * FROM chain_readiness"
             " WHERE scan_date = (SELECT max(scan_date) FROM chain_readiness)"
         )
+        statements.append(f"CREATE OR REPLACE VIEW wallet_risk AS SELECT * FROM {self._scan(TABLES['wallet_risk'])}")
         statements.extend(bitcoin_view_statements(lambda name: self._scan(TABLES[name])))
         statements.extend(supply_view_statements(lambda name: self._scan(TABLES[name])))
         return statements

@@ -146,6 +146,25 @@ class WatchedAddress:
 
 
 @dataclass(frozen=True, slots=True)
+class WatchedDescriptor:
+    """A wallet a tenant asked to have rescored daily: its descriptor (canonical with its
+    checksum, or a bare extended key), the gap limit of its scans, how many addresses the
+    latest scan derived (what it counts against the watch cap), and that scan's summary
+    (JSON text, None before the first)."""
+
+    id: str
+    account_id: str
+    environment: Environment
+    descriptor: str
+    label: str | None
+    gap_limit: int
+    derived_addresses: int
+    summary: str | None
+    scanned_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class ScanResult:
     """The latest wallet-scan result of one address for one tenant.
 

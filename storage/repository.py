@@ -24,6 +24,7 @@ from storage.models import (
     PqKey,
     ScanResult,
     WatchedAddress,
+    WatchedDescriptor,
 )
 
 
@@ -236,4 +237,40 @@ class WindowCounters(Protocol):
 
     def close(self) -> None:
         """Release what the counters hold."""
+        ...
+
+
+class DescriptorWatchStore(Protocol):
+    """Watched wallets (descriptors or extended keys), scoped by account and environment;
+    each counts against the watch cap by the addresses its latest scan derived."""
+
+    async def add(self, entry: WatchedDescriptor, cap: int) -> WatchedDescriptor | None:
+        """Store a wallet unless the account would then watch more than ``cap`` addresses
+        (None); a wallet already watched is returned as stored."""
+        ...
+
+    async def remove(self, account_id: str, environment: Environment, entry_id: str) -> bool:
+        """Stop watching a wallet; False when it is not the account's."""
+        ...
+
+    def page(
+        self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
+    ) -> list[WatchedDescriptor]:
+        """The account's watched wallets in one environment, oldest first (keyset pages)."""
+        ...
+
+    def find(self, account_id: str, environment: Environment, descriptor: str) -> WatchedDescriptor | None:
+        """The account's watched wallet ``descriptor`` in one environment, if watched."""
+        ...
+
+    def everyone(self) -> list[tuple[WatchedDescriptor, Plan]]:
+        """Every tenant's watched wallets with their account's plan."""
+        ...
+
+    def count_besides(self, entry: WatchedDescriptor) -> int:
+        """What the account of ``entry`` watches besides it (addresses and other wallets' derived addresses)."""
+        ...
+
+    async def rescanned(self, entry_id: str, derived_addresses: int, summary: str, scanned_at: datetime) -> bool:
+        """Record a rescan; False when the wallet is no longer watched."""
         ...

@@ -11,6 +11,7 @@ from typing import Final
 
 from chains.environment import Environment
 from storage.beacon import ChangeBeacon, StampWatch, Topic
+from storage.descriptor_watch_sqlite import SqliteDescriptorWatchStore
 from storage.group_commit import GroupCommitWriter
 from storage.models import KeyScanResult, Keyset, ScanResult, WatchedAddress
 from storage.row_cache import RowCache
@@ -100,6 +101,10 @@ class SqliteScanStore:
         adding transaction, under the write lock, so concurrent adds cannot overshoot;
         an address already watched is returned whatever the count."""
         return await self._writer.write(lambda c: _insert_watched_within(c, entry, cap))
+
+    def descriptor_watch(self) -> SqliteDescriptorWatchStore:
+        """The watched wallets, on this store's connection and writer."""
+        return SqliteDescriptorWatchStore(self._conn, self._writer)
 
     async def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
         """Remove an entry; False when it is not the account's."""

@@ -356,6 +356,27 @@ class MigrationPlanOut(Out):
     totals: PlanTotalsOut
 
 
+class WatchDescriptorRequest(Strict):
+    """Body of POST /v1/watchlist/descriptors."""
+
+    descriptor: DescriptorText
+    label: Annotated[str, Meta(max_length=200)] | None = None
+    gap_limit: Annotated[int, Meta(ge=1, le=1000, description="As for POST /v1/scan/descriptor")] = 20
+
+
+class WatchedDescriptorOut(Out):
+    """A watched wallet (rescored daily by the pipelines)."""
+
+    id: str
+    descriptor: Annotated[str, Meta(description="Canonical descriptor with its checksum, or the bare extended key")]
+    label: str | None
+    gap_limit: int
+    derived_addresses: Annotated[int, Meta(description="What the wallet counts against the watch cap")]
+    summary: Annotated[WalletSummaryOut | None, Meta(description="The latest scan's summary")]
+    scanned_at: Timestamp | None
+    created_at: Timestamp
+
+
 class DetectRequest(Strict):
     """Body of POST /v1/scan/detect."""
 

@@ -19,6 +19,9 @@ from api.models.scans import (
     MigrationPlanRequest,
     ScanRequest,
     WalletScanOut,
+    WalletSummaryOut,
+    WatchDescriptorRequest,
+    WatchedDescriptorOut,
     WatchedOut,
     WatchRequest,
 )
@@ -27,10 +30,23 @@ from api.validation import text_field
 from core.clock import iso
 from services.accounts import environment_of
 from services.scans import candidate_chains, resolve_address
-from storage.models import WatchedAddress
+from storage.models import WatchedAddress, WatchedDescriptor
 
 group = EndpointGroup("scans")
 _SCAN_ERRORS = ("SCAN_001", "SCAN_002")
+
+
+def _watched_descriptor_out(w: WatchedDescriptor) -> WatchedDescriptorOut:
+    return WatchedDescriptorOut(
+        id=w.id,
+        descriptor=w.descriptor,
+        label=w.label,
+        gap_limit=w.gap_limit,
+        derived_addresses=w.derived_addresses,
+        summary=None if w.summary is None else msgspec.json.decode(w.summary, type=WalletSummaryOut),
+        scanned_at=None if w.scanned_at is None else iso(w.scanned_at),
+        created_at=iso(w.created_at),
+    )
 
 
 def _watched_out(w: WatchedAddress) -> WatchedOut:
@@ -220,4 +236,62 @@ async def watchlist(request: QdayRequest) -> HTTPResponse:
 async def unwatch(request: QdayRequest, entry_id: str) -> HTTPResponse:
     """Remove an entry from the caller's watch list."""
     await request.app.ctx.scans.unwatch(request.ctx.principal, entry_id)
+    return no_content()
+
+
+@group.route(
+    "POST",
+    "/watchlist/descriptors",
+    summary="Watch a wallet by its descriptor or extended public key (rescored daily)",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.SCAN,
+    body=WatchDescriptorRequest,
+    response=WatchedDescriptorOut,
+    status=201,
+    errors=("LIM_001", "SCAN_004", "SCAN_005", "SCAN_006"),
+    tag="watchlist",
+    description="Scans the wallet now (as POST /v1/scan/descriptor) and watches it: the daily rescoring derives, "
+    "scans and summarises it again. A wallet counts against the plan's watch cap (LIM_001) by the addresses "
+    "its latest scan derived, with the account's watched addresses; a rescan derives at most what the cap "
+    "leaves it and says so in its limits. Idempotent: a wallet already watched returns its entry.",
+)
+async def watch_descriptor(request: QdayRequest, body: WatchDescriptorRequest) -> HTTPResponse:
+    """Watch a wallet (idempotent)."""
+    label = text_field(body.label, "label")
+    entry, _ = await request.app.ctx.descriptor_watch.watch(
+        request.ctx.principal, body.descriptor, label, body.gap_limit
+    )
+    return ok(request, _watched_descriptor_out(entry), status=201)
+
+
+@group.route(
+    "GET",
+    "/watchlist/descriptors",
+    summary="List watched wallets",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.ACCOUNT,
+    response=list[WatchedDescriptorOut],
+    errors=("REQ_001",),
+    tag="watchlist",
+    description=PAGED,
+)
+async def watched_descriptors(request: QdayRequest) -> HTTPResponse:
+    """A page of the caller's watched wallets with their latest summaries, oldest first."""
+    page = request.app.ctx.descriptor_watch.watched(request.ctx.principal, requested_page(request))
+    return ok_page(request, [_watched_descriptor_out(w) for w in page.items], page.next_cursor)
+
+
+@group.route(
+    "DELETE",
+    "/watchlist/descriptors/{entry_id}",
+    summary="Stop watching a wallet",
+    credential=Credential.SECRET,
+    rate_group=RateGroup.ACCOUNT,
+    status=204,
+    errors=("REQ_005",),
+    tag="watchlist",
+)
+async def unwatch_descriptor(request: QdayRequest, entry_id: str) -> HTTPResponse:
+    """Remove a wallet from the caller's watch list (its cap share is freed)."""
+    await request.app.ctx.descriptor_watch.unwatch(request.ctx.principal, entry_id)
     return no_content()

@@ -22,6 +22,7 @@ from chains.codecs.bitcoin import BitcoinAddress
 from chains.registry import Network
 from services.settings import load_settings
 from storage.models import Plan
+from tests.api.test_caps import _prefill_watchlist
 from tests.chain_clients.loopback import Fault, Loopback
 from tests.esplora_chain import EsploraChain
 from tests.support import ManualClock, client_for, make_tenant, running_app
@@ -246,3 +247,38 @@ async def test_bitcoin_down_is_scan_004(scanner: Any, chain: EsploraChain, confo
     r = await client.post(SCAN, json={"descriptor": zpub, "gapLimit": 2}, headers=tenant.auth("secret_live"))
     chain.loopback.faults.clear()
     assert (r.status_code, r.json()["error"]["code"]) == (503, "SCAN_004"), r.text
+
+
+async def test_a_watched_wallet_counts_its_derived_addresses_against_the_cap(
+    scanner: Any, app: Any, chain: EsploraChain, conformance_dir: Path
+) -> None:
+    client, tenant = scanner
+    zpub = bip84(conformance_dir)["account"]["xpub"]
+    chain.pay(wallet_address(zpub, 0, 0).script_pubkey, 50_000, 800_000)
+    auth = tenant.auth("secret_live")
+    app.ctx.store.set_plan(tenant.email, Plan.FREE)  # a cap of 100 watched addresses
+    r = await client.post("/v1/watchlist/descriptors", json={"descriptor": zpub, "gapLimit": 60}, headers=auth)
+    assert (r.status_code, r.json()["error"]["code"]) == (403, "LIM_001")  # 61 + 60 derived > 100
+    r = await client.post(
+        "/v1/watchlist/descriptors", json={"descriptor": zpub, "gapLimit": 10, "label": "cold"}, headers=auth
+    )
+    assert r.status_code == 201, r.text
+    entry = r.json()["data"]
+    assert (entry["derivedAddresses"], entry["label"], entry["gapLimit"]) == (21, "cold", 10)
+    assert entry["summary"]["usedAddresses"] == 1 and entry["summary"]["balanceSat"] == 50_000
+    again = await client.post("/v1/watchlist/descriptors", json={"descriptor": zpub}, headers=auth)
+    assert again.status_code == 201 and again.json()["data"]["id"] == entry["id"]  # idempotent, not rescanned
+    await _prefill_watchlist(app, tenant.account_id, 78, 2000)  # 78 + 21 derived, then one more: the cap
+    w = await client.post("/v1/watchlist", json={"address": str(wallet_address(zpub, 0, 100))}, headers=auth)
+    assert w.status_code == 201, w.text
+    full = await client.post("/v1/watchlist", json={"address": str(wallet_address(zpub, 0, 500))}, headers=auth)
+    assert (full.status_code, full.json()["error"]["code"]) == (403, "LIM_001")
+    listed = await client.get("/v1/watchlist/descriptors", headers=auth)
+    assert [e["id"] for e in listed.json()["data"]] == [entry["id"]]
+    gone = await client.delete(f"/v1/watchlist/descriptors/{entry['id']}", headers=auth)
+    assert gone.status_code == 204
+    freed = await client.post("/v1/watchlist", json={"address": str(wallet_address(zpub, 0, 500))}, headers=auth)
+    assert freed.status_code == 201  # the wallet's 21 addresses no longer count
+    missing = await client.delete(f"/v1/watchlist/descriptors/{entry['id']}", headers=auth)
+    assert missing.status_code == 404
+    app.ctx.store.set_plan(tenant.email, Plan.PRO)

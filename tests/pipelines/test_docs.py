@@ -31,7 +31,14 @@ def test_schema_tables_match_the_views(data_dir: DataDir) -> None:
     def described(view: str) -> list[tuple[str, str]]:
         return [(row[0], row[1]) for row in con.execute(f"DESCRIBE {view}").fetchall()]
 
-    for view in ("watchlist", "address_observations", "native_prices", "key_exposure", "chain_readiness"):
+    for view in (
+        "watchlist",
+        "address_observations",
+        "native_prices",
+        "key_exposure",
+        "chain_readiness",
+        "wallet_risk",
+    ):
         assert schema_block(text, view) == described(view), view
     observations = schema_block(text, "address_observations")
     shared = observations[: [c for c, _ in observations].index("family") + 1]

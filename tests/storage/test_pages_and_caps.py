@@ -105,7 +105,7 @@ def test_migration_0009_backfills_the_watch_counts(tmp_path):
             " VALUES (?,?,?,?,?,NULL,?)",
             (e.id, e.account_id, e.environment.value, e.chain, e.address, ts(e.created_at)),
         )
-    assert migrate(conn) == ["0009_list_pages_and_caps.sql"]
+    assert migrate(conn) == ["0009_list_pages_and_caps.sql", "0010_watched_descriptors.sql"]
     assert dict(conn.execute("SELECT account_id, n FROM watch_counts")) == {"usr_1": 3, "usr_2": 2}
 
 
