@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pqc
-from qday_client import bulk, hybrid, keyfile, output
+from qday_client import bulk, hybrid, keyfile, output, wallet_reports
 from qday_client.client import QdayClient
 from qday_client.config import Config, load_config, save_profile
 from qday_client.ecdsa_signer import load_signer
@@ -228,6 +228,21 @@ async def cmd_verify(args: argparse.Namespace, config: Config) -> int:
     return 0 if result.valid else EXIT_INVALID
 
 
+def _report_format(args: argparse.Namespace) -> str:
+    """``json`` with ``--json``, else ``--format``, else by ``--report``'s suffix (``csv`` unless ``.json``)."""
+    by_suffix = "json" if args.report is not None and args.report.suffix == ".json" else "csv"
+    return "json" if args.json else args.format or by_suffix
+
+
+def _write_report(args: argparse.Namespace, report: str) -> str:
+    """Write ``report`` to ``--report`` (else stdout); what the summary line adds: ``; report: FILE`` or nothing."""
+    if args.report:
+        args.report.write_text(report)
+        return f"; report: {args.report}"
+    sys.stdout.write(report)
+    return ""
+
+
 async def _scan_file(args: argparse.Namespace, config: Config) -> int:
     targets = [
         t if t.chain or not args.chain else bulk.ScanTarget(t.line, t.address, args.chain)
@@ -238,25 +253,31 @@ async def _scan_file(args: argparse.Namespace, config: Config) -> int:
         rows = await bulk.scan_all(
             client, targets, refresh=args.refresh, concurrency=args.concurrency, on_progress=progress
         )
-    by_suffix = "json" if args.report is not None and args.report.suffix == ".json" else "csv"
-    report = bulk.render_report(rows, "json" if args.json else args.format or by_suffix)
-    if args.report:
-        args.report.write_text(report)
-    else:
-        sys.stdout.write(report)
+    written = _write_report(args, bulk.render_report(rows, _report_format(args)))
     failed = sum(row.result is None for row in rows)
-    print(
-        f"{len(rows) - failed} scanned, {failed} failed" + (f"; report: {args.report}" if args.report else ""),
-        file=sys.stderr,
-    )
+    print(f"{len(rows) - failed} scanned, {failed} failed{written}", file=sys.stderr)
     return EXIT_PARTIAL if failed else 0
 
 
-async def cmd_scan(args: argparse.Namespace, config: Config) -> int:
-    """Scan one address, or every address of ``--file`` (rows without a chain get ``--chain``) with a report."""
+async def _scan_descriptor(args: argparse.Namespace, config: Config) -> int:
+    descriptor = wallet_reports.read_wallet_text(args.descriptor, "--descriptor")
     _need_key(config)
-    if (args.address is None) == (args.file is None):
-        raise LocalError("give either an ADDRESS or --file addresses.csv")
+    async with _client(config) as client:
+        scan = await client.scan_descriptor(descriptor, args.chain or "bitcoin", args.gap_limit)
+    written = _write_report(args, wallet_reports.scan_report(scan, _report_format(args)))
+    if args.coins_csv:
+        args.coins_csv.write_text(wallet_reports.coins_csv(scan))
+        written += f"; coins: {args.coins_csv}"
+    print(wallet_reports.scan_summary(scan) + written, file=sys.stderr)
+    return 0
+
+
+async def cmd_scan(args: argparse.Namespace, config: Config) -> int:
+    """Scan one address, every address of ``--file`` (rows without a chain get ``--chain``) with a report,
+    or a whole wallet from ``--descriptor`` with a report of its used addresses."""
+    if args.descriptor is not None:
+        return await _scan_descriptor(args, config)
+    _need_key(config)
     if args.file is not None:
         return await _scan_file(args, config)
     async with _client(config) as client:
@@ -287,6 +308,26 @@ async def cmd_scan_key(args: argparse.Namespace, config: Config) -> int:
         if a.active or a.error
     ]
     output.show(rows, as_json=False, columns=("chain", "form", "address", "riskScore", "exposed", "error"))
+    return 0
+
+
+async def cmd_plan(args: argparse.Namespace, config: Config) -> int:
+    """Plan moving a wallet's coins to a new wallet: ``plan.json``, ``plan.csv`` and one binary PSBT per
+    step in ``--out-dir`` (an older plan there is replaced only with ``--force``); the steps as a table."""
+    descriptor = wallet_reports.read_wallet_text(args.descriptor, "--descriptor")
+    destination = wallet_reports.read_wallet_text(args.destination, "--destination")
+    _need_key(config)
+    wallet_reports.check_plan_dir(args.out_dir, force=args.force)
+    async with _client(config) as client:
+        plan = await client.plan_migration(
+            descriptor, destination, args.fee_rate, args.max_per_address_sat, args.gap_limit
+        )
+    wallet_reports.write_plan(plan, args.out_dir, force=args.force)
+    if args.json:
+        output.show(plan, as_json=True)
+    else:
+        output.show(wallet_reports.step_rows(plan), as_json=False, columns=wallet_reports.STEP_COLUMNS)
+    print(wallet_reports.plan_summary(plan, args.out_dir), file=sys.stderr)
     return 0
 
 
@@ -357,6 +398,50 @@ def _add_signing_commands(sub: argparse._SubParsersAction, common: argparse.Argu
     verify.set_defaults(func=cmd_verify)
 
 
+def _add_scan_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    wallet_help = "a descriptor or extended public key, or @FILE holding one (private keys are refused here)"
+    scan = sub.add_parser(
+        "scan", parents=[common], help="quantum-risk scan of one address, a CSV file of them, or a wallet"
+    )
+    target = scan.add_mutually_exclusive_group(required=True)
+    target.add_argument("address", nargs="?")
+    target.add_argument("--file", type=Path, help="CSV of address[,chain] lines (bulk scan)")
+    target.add_argument("--descriptor", help=f"scan a whole Bitcoin wallet: {wallet_help}")
+    scan.add_argument(
+        "--chain", help="chain of ADDRESS, or of file rows that name none (default: detected; bitcoin for a wallet)"
+    )
+    scan.add_argument("--refresh", action="store_true", help="fetch fresh chain data")
+    scan.add_argument("--report", "--output", type=Path, help="bulk, wallet: write the report here (default stdout)")
+    scan.add_argument(
+        "--format", choices=("csv", "json"), help="bulk, wallet: report format (default from --report's suffix)"
+    )
+    scan.add_argument("--concurrency", type=int, default=4, help="bulk: scans in flight (default 4)")
+    scan.add_argument("--progress", action="store_true", help="bulk: progress bar even when stderr is not a terminal")
+    scan.add_argument("--gap-limit", type=int, default=20, help="wallet: unused addresses in a row that end a branch")
+    scan.add_argument("--coins-csv", type=Path, help="wallet: also write its unspent coins to this CSV file")
+    scan.set_defaults(func=cmd_scan)
+
+    scan_key = sub.add_parser("scan-key", parents=[common], help="quantum-risk scan of a public key on every chain")
+    scan_key.add_argument("public_key", help="hex: 33- or 65-byte secp256k1 SEC, or 32-byte ed25519")
+    scan_key.add_argument("--chain", action="append", help="limit to this chain (repeatable; default all)")
+    scan_key.add_argument("--refresh", action="store_true", help="fetch fresh chain data")
+    scan_key.set_defaults(func=cmd_scan_key)
+
+    plan = sub.add_parser(
+        "plan", parents=[common], help="plan moving a Bitcoin wallet to a new one, as unsigned PSBT files"
+    )
+    plan.add_argument("--descriptor", required=True, help=f"the wallet to move: {wallet_help}")
+    plan.add_argument("--destination", required=True, help="the new wallet: one ranged descriptor (or ypub/zpub)")
+    plan.add_argument("--fee-rate", type=float, help="sat/vB (default: the server's estimate for 6 blocks)")
+    plan.add_argument("--max-per-address-sat", type=int, help="most any one new address receives (default 50 BTC)")
+    plan.add_argument("--gap-limit", type=int, default=20, help="unused addresses in a row that end a branch")
+    plan.add_argument(
+        "--out-dir", type=Path, required=True, help="write plan.json, plan.csv and step-N.psbt (binary) here"
+    )
+    plan.add_argument("--force", action="store_true", help="replace a plan already in --out-dir")
+    plan.set_defaults(func=cmd_plan)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``qday-client``."""
     common = _common()
@@ -376,23 +461,7 @@ def build_parser() -> argparse.ArgumentParser:
     register.set_defaults(func=cmd_account_register)
     _add_key_commands(sub, common)
     _add_signing_commands(sub, common)
-
-    scan = sub.add_parser("scan", parents=[common], help="quantum-risk scan of one address or a CSV file of them")
-    scan.add_argument("address", nargs="?")
-    scan.add_argument("--chain", help="chain of ADDRESS, or of file rows that name none (default: detected)")
-    scan.add_argument("--refresh", action="store_true", help="fetch fresh chain data")
-    scan.add_argument("--file", type=Path, help="CSV of address[,chain] lines (bulk scan)")
-    scan.add_argument("--report", type=Path, help="bulk: write the report here (default stdout)")
-    scan.add_argument("--format", choices=("csv", "json"), help="bulk report format (default from --report's suffix)")
-    scan.add_argument("--concurrency", type=int, default=4, help="bulk: scans in flight (default 4)")
-    scan.add_argument("--progress", action="store_true", help="bulk: progress bar even when stderr is not a terminal")
-    scan.set_defaults(func=cmd_scan)
-
-    scan_key = sub.add_parser("scan-key", parents=[common], help="quantum-risk scan of a public key on every chain")
-    scan_key.add_argument("public_key", help="hex: 33- or 65-byte secp256k1 SEC, or 32-byte ed25519")
-    scan_key.add_argument("--chain", action="append", help="limit to this chain (repeatable; default all)")
-    scan_key.add_argument("--refresh", action="store_true", help="fetch fresh chain data")
-    scan_key.set_defaults(func=cmd_scan_key)
+    _add_scan_commands(sub, common)
     return parser
 
 

@@ -16,7 +16,9 @@ method, path, status and request id, never a header or a body.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -25,12 +27,17 @@ import httpx
 import msgspec
 
 from qday_client import models
-from qday_client.errors import ConnectionFailed, ServerError, error_from_response
+from qday_client.errors import ConnectionFailed, LocalError, ServerError, error_from_response
 
 log = logging.getLogger("qday_client")
 T = TypeVar("T")
 DEFAULT_API_URL = "http://127.0.0.1:8000"
 _JSON = msgspec.json.Decoder()
+_BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+#: Runs of Base58 characters long enough to be a WIF key (51-52) or an extended key (111-112).
+_KEY_SIZED_RUN = re.compile(f"[{_BASE58}]{{50,}}")
+#: How extended private keys are written (BIP-32 and SLIP-132): refused even with a broken checksum.
+_XPRV_PREFIXES = ("xprv", "tprv", "yprv", "zprv", "uprv", "vprv", "Yprv", "Zprv", "Uprv", "Vprv")
 
 
 def retry_after_seconds(response: httpx.Response) -> float:
@@ -39,6 +46,49 @@ def retry_after_seconds(response: httpx.Response) -> float:
         return max(float(response.headers.get("retry-after", "1")), 0.0)
     except ValueError:
         return 1.0
+
+
+def base58check_decode(text: str) -> bytes | None:
+    """The payload of a Base58Check string; None when it is not one (a character outside the
+    alphabet, too short, or a checksum that does not match)."""
+    number = 0
+    for char in text:
+        digit = _BASE58.find(char)
+        if digit < 0:
+            return None
+        number = number * 58 + digit
+    raw = b"\0" * (len(text) - len(text.lstrip("1"))) + number.to_bytes((number.bit_length() + 7) // 8, "big")
+    payload, checksum = raw[:-4], raw[-4:]
+    if not payload or hashlib.sha256(hashlib.sha256(payload).digest()).digest()[:4] != checksum:
+        return None
+    return payload
+
+
+def private_key_kind(text: str) -> str | None:
+    """What private key ``text`` (a descriptor or an extended key) holds, or None: an extended
+    private key (a 78-byte BIP-32 payload whose key data starts with 0x00, whatever its version
+    bytes, or text written like one), or a WIF key (0x80 or 0xef, 32 bytes, optional 0x01)."""
+    for match in _KEY_SIZED_RUN.finditer(text):
+        payload = base58check_decode(match.group())
+        if payload is None:
+            if match.group().startswith(_XPRV_PREFIXES):
+                return "an extended private key"
+        elif len(payload) == 78 and payload[45] == 0:
+            return "an extended private key"
+        elif payload[0] in (0x80, 0xEF) and (len(payload) == 33 or (len(payload) == 34 and payload[33] == 1)):
+            return "a WIF private key"
+    return None
+
+
+def refuse_private_keys(text: str, what: str) -> None:
+    """``LocalError`` when ``text`` holds a private key (``private_key_kind``); the message names
+    ``what`` and the kind of key, never the key."""
+    kind = private_key_kind(text)
+    if kind is not None:
+        raise LocalError(
+            f"{what} holds {kind}; give its public form (xpub, tpub ...) instead: nothing was sent, "
+            "and private keys never leave this machine"
+        )
 
 
 def _drop_none(values: dict[str, Any]) -> dict[str, Any]:
@@ -484,6 +534,49 @@ class QdayClient:
             _drop_none({"publicKey": public_key, "chains": chains, "refresh": refresh or None}),
         )
 
+    async def scan_descriptor(
+        self, descriptor: str, chain: str = "bitcoin", gap_limit: int = 20
+    ) -> models.DescriptorScan:
+        """POST /v1/scan/descriptor: a whole wallet from its descriptor or extended public key
+        (secret key): every used address's verdict, its coins and the totals. A private key in
+        ``descriptor`` is refused here (``LocalError``) before anything is sent."""
+        refuse_private_keys(descriptor, "the descriptor")
+        return await self._call(
+            "POST",
+            "/scan/descriptor",
+            models.DescriptorScan,
+            {"descriptor": descriptor, "chain": chain, "gapLimit": gap_limit},
+        )
+
+    async def plan_migration(
+        self,
+        descriptor: str,
+        destination: str,
+        fee_rate: float | None = None,
+        max_per_address_sat: int | None = None,
+        gap_limit: int = 20,
+    ) -> models.MigrationPlan:
+        """POST /v1/plan/migration: unsigned PSBTs moving the wallet's coins to fresh addresses of
+        ``destination``, exposed coins first (secret key). ``fee_rate`` (sat/vB) and
+        ``max_per_address_sat`` default to the server's; private keys are refused as by
+        ``scan_descriptor``."""
+        refuse_private_keys(descriptor, "the descriptor")
+        refuse_private_keys(destination, "the destination")
+        return await self._call(
+            "POST",
+            "/plan/migration",
+            models.MigrationPlan,
+            _drop_none(
+                {
+                    "descriptor": descriptor,
+                    "destination": destination,
+                    "feeRate": fee_rate,
+                    "maxPerAddressSat": max_per_address_sat,
+                    "gapLimit": gap_limit,
+                }
+            ),
+        )
+
     async def detect_chains(self, address: str) -> models.Detection:
         """POST /v1/scan/detect: every chain the address may belong to."""
         return await self._call("POST", "/scan/detect", models.Detection, {"address": address})
@@ -506,3 +599,20 @@ class QdayClient:
     async def unwatch(self, entry_id: str) -> None:
         """DELETE /v1/watchlist/{id}."""
         await self._call("DELETE", f"/watchlist/{entry_id}", None)
+
+    async def watch_descriptor(
+        self, descriptor: str, label: str | None = None, gap_limit: int = 20
+    ) -> models.WatchedDescriptor:
+        """POST /v1/watchlist/descriptors: scan the wallet now and rescore it daily
+        (idempotent). Private keys are refused here, before anything is sent."""
+        refuse_private_keys(descriptor, "the descriptor")
+        body = _drop_none({"descriptor": descriptor, "label": label, "gapLimit": gap_limit})
+        return await self._call("POST", "/watchlist/descriptors", models.WatchedDescriptor, body)
+
+    async def watched_descriptors(self, *, page_size: int | None = None) -> list[models.WatchedDescriptor]:
+        """GET /v1/watchlist/descriptors: every watched wallet with its latest summary (all pages)."""
+        return await self._all_pages("/watchlist/descriptors", models.WatchedDescriptor, page_size)
+
+    async def unwatch_descriptor(self, entry_id: str) -> None:
+        """DELETE /v1/watchlist/descriptors/{id}."""
+        await self._call("DELETE", f"/watchlist/descriptors/{entry_id}", None)

@@ -335,6 +335,151 @@ class KeyScan(Result):
     cached: bool
 
 
+class WalletAddress(Result):
+    """One used address of a scanned wallet and its verdict."""
+
+    address: str
+    branch: str
+    index: int
+    script_type: str
+    balance_sat: int
+    tx_count: int
+    public_key_exposed: bool
+    exposure: str
+    risk_score: str
+    risk_value: int
+    balance_at_risk_usd: float | None
+    exposure_evidence: list[ExposureEvidence]
+    exposure_complete: bool
+
+
+class Coin(Result):
+    """One confirmed unspent output of a scanned wallet (``value`` in satoshi)."""
+
+    txid: str
+    vout: int
+    value: int
+    address: str
+    height: int
+    public_key_exposed: bool
+    exposure: str
+
+
+class ExposedUnused(Result):
+    """An address derived but never used whose key is already revealed."""
+
+    address: str
+    branch: str
+    index: int
+    script_type: str
+    exposure_evidence: list[ExposureEvidence]
+
+
+class DescriptorSummary(Result):
+    """One descriptor a wallet scan walked (a bare xpub stands for four)."""
+
+    descriptor: str
+    used_addresses: int
+    derived_addresses: int
+    balance_sat: int
+
+
+class ExposureTotal(Result):
+    """Used addresses and their balance at one exposure level."""
+
+    addresses: int
+    balance_sat: int
+
+
+class WalletSummary(Result):
+    """A scanned wallet's totals."""
+
+    balance_sat: int
+    exposed_balance_sat: int
+    balance_at_risk_usd: float | None
+    risk_score: str
+    risk_value: int
+    used_addresses: int
+    derived_addresses: int
+    by_exposure: dict[str, ExposureTotal]
+    gap_limit: int
+    lookup_rounds: int
+
+
+class DescriptorScan(Result):
+    """POST /v1/scan/descriptor: a wallet's used addresses, coins and totals."""
+
+    descriptor: str | None
+    descriptors: list[DescriptorSummary]
+    addresses: list[WalletAddress]
+    coins: list[Coin]
+    exposed_unused: list[ExposedUnused]
+    summary: WalletSummary
+    coverage: Coverage
+    exposure_complete: bool
+    scanned_at: str
+    scoring_version: str
+
+
+class PlanInput(Result):
+    """A coin a migration step spends."""
+
+    txid: str
+    vout: int
+    value_sat: int
+    address: str
+    exposure: str
+
+
+class PlanOutput(Result):
+    """A payment of a migration step to a fresh address (child ``index`` of the destination's receive branch)."""
+
+    address: str
+    value_sat: int
+    index: int
+
+
+class PlanStep(Result):
+    """One transaction of a migration plan; ``psbt`` is the unsigned BIP-174 PSBT in base64."""
+
+    order: int
+    inputs: list[PlanInput]
+    outputs: list[PlanOutput]
+    vsize: int
+    fee_sat: int
+    psbt: str
+
+
+class PlanSkipped(Result):
+    """A coin left out of a migration plan, and why."""
+
+    txid: str
+    vout: int
+    value_sat: int
+    exposure: str
+    reason: str
+
+
+class PlanTotals(Result):
+    """What a migration plan spends, pays and leaves in fees (satoshi)."""
+
+    in_sat: int
+    out_sat: int
+    fee_sat: int
+
+
+class MigrationPlan(Result):
+    """POST /v1/plan/migration: the steps moving a wallet to a new one, exposed coins first."""
+
+    descriptors: list[str]
+    destination: str
+    fee_rate: float
+    max_per_address_sat: int
+    steps: list[PlanStep]
+    skipped: list[PlanSkipped]
+    totals: PlanTotals
+
+
 class Detection(Result):
     """POST /v1/scan/detect."""
 
@@ -350,6 +495,19 @@ class Watched(Result):
     address: str
     chain: str
     label: str | None
+    created_at: str
+
+
+class WatchedDescriptor(Result):
+    """A watched wallet (descriptor or extended public key) with its latest scan's summary."""
+
+    id: str
+    descriptor: str
+    label: str | None
+    gap_limit: int
+    derived_addresses: int
+    summary: WalletSummary | None
+    scanned_at: str | None
     created_at: str
 
 

@@ -6,6 +6,8 @@ results), so ``qday-client ... --json`` output matches the API's ``data``.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import sys
 from collections.abc import Sequence
@@ -39,6 +41,17 @@ def table(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
     ]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     return "\n".join(lines)
+
+
+def csv_text(rows: Sequence[dict[str, Any]], columns: Sequence[str]) -> str:
+    """CSV of ``columns`` with a header row: empty cells for null, ``true``/``false`` for booleans."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        cells = (row.get(c) for c in columns)
+        writer.writerow("" if v is None else str(v).lower() if isinstance(v, bool) else v for v in cells)
+    return out.getvalue()
 
 
 def show(value: Any, *, as_json: bool, columns: Sequence[str] | None = None, stream: TextIO | None = None) -> None:

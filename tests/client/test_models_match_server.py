@@ -45,6 +45,20 @@ MIRRORS = {
     "ChainFactorOut": models.ChainFactor,
     "DetectOut": models.Detection,
     "WatchedOut": models.Watched,
+    "DescriptorScanOut": models.DescriptorScan,
+    "DescriptorSummaryOut": models.DescriptorSummary,
+    "WalletAddressOut": models.WalletAddress,
+    "CoinOut": models.Coin,
+    "ExposedUnusedOut": models.ExposedUnused,
+    "WalletSummaryOut": models.WalletSummary,
+    "ExposureTotalOut": models.ExposureTotal,
+    "MigrationPlanOut": models.MigrationPlan,
+    "PlanStepOut": models.PlanStep,
+    "PlanInputOut": models.PlanInput,
+    "PlanOutputOut": models.PlanOutput,
+    "PlanSkippedOut": models.PlanSkipped,
+    "PlanTotalsOut": models.PlanTotals,
+    "WatchedDescriptorOut": models.WatchedDescriptor,
 }
 
 
