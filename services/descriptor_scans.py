@@ -2,15 +2,12 @@
 every address the wallet derived, its coins, and which of them a quantum attacker could
 take. Free of HTTP.
 
-The walk (``DescriptorScanService.walk``) derives receive and change addresses until
-``gap_limit`` consecutive addresses have no confirmed history after the last used one, as
-wallets do (BIP-44's gap limit). Lookups go in rounds: each round observes, in one batched
-call, every branch's next window: what the gap rule still needs, or, when more, as many
-addresses as the branch has found used so far, so a wallet of n used addresses takes
-O(log n) rounds rather than n / gap, and looks up at most about twice what it needs. A
-scan derives at most ``MAX_DERIVED`` addresses (a watched wallet: what its plan's watch cap
-leaves); a wallet that needs more is answered with what was seen and a limit saying where
-it stopped.
+The walk derives receive and change addresses until ``gap_limit`` consecutive addresses
+have no confirmed history after the last used one, in rounds of one batched lookup whose
+windows grow with what was found (``services.gap_walk``: O(log n) rounds for n used
+addresses). A scan derives at most ``MAX_DERIVED`` addresses (a watched wallet: what its
+plan's watch cap leaves); a wallet that needs more is answered with what was seen and a
+limit saying where it stopped.
 
 Each used address gets the same verdict a wallet scan gives it: its own history, its key
 family's addresses (the other encodings of a key hash, the Cosmos account), and the
@@ -45,11 +42,15 @@ from scoring.readiness import ReadinessData
 from scoring.result import WalletRisk
 from services.accounts import Principal, environment_of
 from services.exposure_index import IndexAnswer, with_index
+from services.gap_walk import Branches, Walk, gap_walk
 from services.observer import ChainObserver, limits_of
 from services.pricing import PriceLookup
 from storage.models import ScanResult
 from storage.repository import ScanStore
 from storage.scan_records import scan_record
+
+#: A Bitcoin wallet's walk: its derived addresses, and the observations of the used ones.
+AddressWalk = Walk[DerivedAddress, Observation]
 
 #: Most addresses one scan derives and looks up, over all its branches.
 MAX_DERIVED = 10_000
@@ -65,29 +66,6 @@ class CoinSource(Protocol):
     async def coins(self, address: BitcoinAddress) -> list[Utxo]:
         """The confirmed unspent outputs of ``address``; ``ChainUnavailable`` on failure."""
         ...
-
-
-@dataclass(slots=True)
-class _Progress:
-    """How far one branch's walk has gone: the next index to derive and the last used one."""
-
-    branch: WalletBranch
-    next: int = 0
-    last_used: int = -1
-    used: int = 0
-    done: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Walk:
-    """What a walk found: the used addresses with their observations, every address derived
-    (in derivation order), the lookup rounds it took, and whether it stopped at
-    ``MAX_DERIVED`` before every branch reached its gap."""
-
-    used: tuple[tuple[DerivedAddress, Observation], ...]
-    derived: tuple[DerivedAddress, ...]
-    rounds: int
-    truncated: bool
 
 
 @dataclass(slots=True)
@@ -189,47 +167,24 @@ class DescriptorScanService:
 
     async def walk(
         self, env: Environment, branches: Sequence[WalletBranch], gap_limit: int, max_derived: int = MAX_DERIVED
-    ) -> Walk:
-        """Derive and observe a wallet's ``branches`` to their gap, at most ``max_derived``
-        addresses (module docstring)."""
-        progress = [_Progress(branch) for branch in branches]
-        used: list[tuple[DerivedAddress, Observation]] = []
-        derived: list[DerivedAddress] = []
-        rounds = 0
-        truncated = False
-        while not all(p.done for p in progress):
-            batch: list[DerivedAddress] = []
-            for p in progress:
-                if p.done:
-                    continue
-                if not p.branch.descriptor.ranged:
-                    end = 1
-                else:
-                    end = max(p.last_used + gap_limit + 1, p.next + p.used)
-                end = min(end, p.next + max_derived - len(derived) - len(batch))
-                if end <= p.next:
-                    truncated = True
-                    p.done = True
-                    continue
-                batch += derive(p.branch, range(p.next, end), env.network)
-                p.next = end
-            if not batch:
-                break
-            observations = await self._observer.observe(env, Chain.BITCOIN, [d.address for d in batch])
-            rounds += 1
-            derived += batch
-            for address, observation in zip(batch, observations, strict=True):
-                if observation.has_activity:
-                    used.append((address, observation))
-                    p = next(p for p in progress if p.branch is address.branch)
-                    p.last_used = max(p.last_used, address.index)
-                    p.used += 1
-            for p in progress:
-                p.done = p.done or not p.branch.descriptor.ranged or p.next > p.last_used + gap_limit
-        return Walk(tuple(used), tuple(derived), rounds, truncated)
+    ) -> AddressWalk:
+        """Derive and observe a wallet's ``branches`` to their gap (``services.gap_walk``),
+        at most ``max_derived`` addresses; one batched Bitcoin lookup per round."""
+
+        async def lookup(batch: list[DerivedAddress]) -> list[Observation]:
+            return await self._observer.observe(env, Chain.BITCOIN, [d.address for d in batch])
+
+        how: Branches[WalletBranch, DerivedAddress, Observation] = Branches(
+            ranged=lambda branch: branch.descriptor.ranged,
+            derive=lambda branch, indexes: derive(branch, indexes, env.network),
+            position=lambda d: (d.branch, d.index),
+            lookup=lookup,
+            used=lambda o: o.has_activity,
+        )
+        return await gap_walk(branches, how, gap_limit, max_derived)
 
     async def verdicts(
-        self, env: Environment, walk: Walk
+        self, env: Environment, walk: AddressWalk
     ) -> tuple[list[_Verdict], list[tuple[DerivedAddress, IndexAnswer]], IndexAnswer | None]:
         """Each used address scored with its family, the index and its coins; the unused
         addresses the index shows exposed; the index's state (None without an index)."""
@@ -269,7 +224,9 @@ class DescriptorScanService:
                         exposed_unused.append((derived, answer))
         return verdicts, exposed_unused, index
 
-    async def _family(self, env: Environment, walk: Walk) -> dict[str, tuple[list[Observation], tuple[str, ...]]]:
+    async def _family(
+        self, env: Environment, walk: AddressWalk
+    ) -> dict[str, tuple[list[Observation], tuple[str, ...]]]:
         """The key family of each used address (``chains.keys.siblings``): one bounded fetch
         per chain for all of them; an address the walk already observed is not fetched again.
         Per address: the siblings seen, and the family chains that could not be read."""
@@ -331,7 +288,7 @@ class DescriptorScanService:
     def _answer(
         self,
         wallet: Wallet,
-        walk: Walk,
+        walk: AddressWalk,
         verdicts: Sequence[_Verdict],
         exposed_unused: Sequence[tuple[DerivedAddress, IndexAnswer]],
         index: IndexAnswer | None,
@@ -443,7 +400,7 @@ class DescriptorScanService:
         }
 
     @staticmethod
-    def _descriptor_summary(descriptor: Any, walk: Walk, verdicts: Sequence[_Verdict]) -> dict[str, Any]:
+    def _descriptor_summary(descriptor: Any, walk: AddressWalk, verdicts: Sequence[_Verdict]) -> dict[str, Any]:
         mine = [v for v in verdicts if v.derived.branch.descriptor is descriptor]
         return {
             "descriptor": descriptor.canonical(),
