@@ -51,6 +51,7 @@ from services.custody.purge import PurgeLoop
 from services.descriptor_scans import DescriptorScanService
 from services.descriptor_watch import DescriptorWatchService
 from services.errors import Unauthenticated
+from services.evm_account_scans import EvmAccountScanService
 from services.exposure_index import ExposureIndex
 from services.key_scans import KeyScanService
 from services.migration_plans import MigrationPlanService
@@ -319,6 +320,7 @@ async def _open_chain_access(app: QdayApp) -> None:
     )
     ctx.key_scans = KeyScanService(store, observer, scan_prices, ctx.clock, settings.scan_cache_ttl_seconds)
     ctx.descriptor_scans = DescriptorScanService(store, observer, scan_prices, ctx.clock)
+    ctx.evm_account_scans = EvmAccountScanService(store, observer, scan_prices, ctx.clock)
     ctx.migration_plans = MigrationPlanService(ctx.descriptor_scans, observer)
     ctx.descriptor_watch = DescriptorWatchService(
         ctx.descriptor_scans, store.descriptor_watch(), ctx.clock, settings.enterprise_watch_cap

@@ -29,6 +29,7 @@ from services.custody.lifecycle import ManagedCustodyService
 from services.custody.purge import PurgeLoop
 from services.descriptor_scans import DescriptorScanService
 from services.descriptor_watch import DescriptorWatchService
+from services.evm_account_scans import EvmAccountScanService
 from services.key_scans import KeyScanService
 from services.migration_plans import MigrationPlanService
 from services.passwords import Passwords
@@ -67,6 +68,7 @@ class AppContext:
     scans: ScanService
     key_scans: KeyScanService
     descriptor_scans: DescriptorScanService
+    evm_account_scans: EvmAccountScanService
     migration_plans: MigrationPlanService
     descriptor_watch: DescriptorWatchService
 

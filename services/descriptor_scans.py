@@ -39,7 +39,7 @@ from core.clock import Clock, iso
 from scoring import load_readiness, score_observation
 from scoring.model import RISK_BANDS, SCORING_VERSION
 from scoring.readiness import ReadinessData
-from scoring.result import WalletRisk
+from scoring.result import WalletRisk, format_amount
 from services.accounts import Principal, environment_of
 from services.exposure_index import IndexAnswer, with_index
 from services.gap_walk import Branches, Walk, gap_walk
@@ -309,10 +309,12 @@ class DescriptorScanService:
             addresses.append(
                 {
                     "address": str(v.derived.address),
+                    "chain": o.chain,
                     "branch": v.derived.branch.branch.value,
                     "index": v.derived.index,
                     "scriptType": v.derived.output_type,
                     "balanceSat": o.balance,
+                    "balance": format_amount(o.balance, o.decimals, o.symbol),
                     "txCount": o.tx_count,
                     "publicKeyExposed": exposed,
                     "exposure": o.exposure.value,

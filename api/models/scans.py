@@ -174,7 +174,9 @@ class DescriptorScanRequest(Strict):
     """Body of POST /v1/scan/descriptor."""
 
     descriptor: DescriptorText
-    chain: Annotated[str, Meta(max_length=40, description="Only bitcoin")] = "bitcoin"
+    chain: Annotated[
+        str, Meta(max_length=40, description="bitcoin, or an EVM chain (descriptor: an account-level xpub)")
+    ] = "bitcoin"
     gap_limit: Annotated[
         int, Meta(ge=1, le=1000, description="Unused addresses in a row that end a branch (BIP-44: 20)")
     ] = 20
@@ -185,13 +187,15 @@ Branch = Literal["receive", "change"]
 
 
 class WalletAddressOut(Out):
-    """One used address of the wallet and its verdict."""
+    """One used address of the wallet and its verdict (for EVM accounts: one per active chain)."""
 
     address: str
+    chain: str
     branch: Branch
     index: int
     script_type: str
-    balance_sat: int
+    balance_sat: Annotated[int, Meta(description="In the chain's smallest unit: satoshi, wei, sun")]
+    balance: Annotated[str, Meta(description="In the native coin, e.g. '0.5 BTC'")]
     tx_count: int
     public_key_exposed: bool
     exposure: ExposureLevel
@@ -230,21 +234,22 @@ class DescriptorSummaryOut(Out):
     descriptor: Annotated[str, Meta(description="Canonical text with its BIP-380 checksum")]
     used_addresses: int
     derived_addresses: int
-    balance_sat: int
+    balance_sat: Annotated[int | None, Meta(description="null for EVM accounts (several coins)")]
 
 
 class ExposureTotalOut(Out):
     """Used addresses and their balance at one exposure level."""
 
     addresses: int
-    balance_sat: int
+    balance_sat: Annotated[int | None, Meta(description="null for EVM accounts (several coins)")]
 
 
 class WalletSummaryOut(Out):
-    """The wallet's totals."""
+    """The wallet's totals (Bitcoin amounts in satoshi; null for EVM accounts, whose chains
+    hold different coins: balanceAtRiskUsd adds them up)."""
 
-    balance_sat: int
-    exposed_balance_sat: int
+    balance_sat: int | None
+    exposed_balance_sat: int | None
     balance_at_risk_usd: Annotated[float | None, Meta(description="null when no USD price is known")]
     risk_score: Annotated[Literal["W1", "W2", "W3", "W4"], Meta(description="The worst used address's")]
     risk_value: Annotated[int, Meta(ge=0, le=100)]

@@ -116,14 +116,16 @@ async def scan_key(request: QdayRequest, body: KeyScanRequest) -> HTTPResponse:
     "looks them up in batched rounds, and answers each used address's verdict (its key family and the "
     "Bitcoin exposure index included), its unspent coins, the unused addresses whose key is already "
     "revealed, and the totals. A bare xpub is scanned as pkh, sh(wpkh), wpkh and tr (each reported); "
-    "ypub/zpub as their SLIP-132 script. Private keys (xprv, tprv, WIF) are refused with SCAN_006 and "
-    "never logged or stored. Each used address's result is stored as its wallet scan.",
+    "ypub/zpub as their SLIP-132 script. With an EVM chain, descriptor is an account-level xpub "
+    "(m/44'/60'/0') whose 0/i children are scanned as accounts on every EVM chain and Tron. Private keys "
+    "(xprv, tprv, WIF) are refused with SCAN_006 and never logged or stored. Each used address's result is "
+    "stored as its wallet scan.",
 )
 async def scan_descriptor(request: QdayRequest, body: DescriptorScanRequest) -> HTTPResponse:
     """A wallet's risk, address by address and coin by coin."""
-    answer = await request.app.ctx.descriptor_scans.scan(
-        request.ctx.principal, body.descriptor, body.chain, body.gap_limit
-    )
+    ctx = request.app.ctx
+    scans = ctx.evm_account_scans if ctx.evm_account_scans.covers(body.chain) else ctx.descriptor_scans
+    answer = await scans.scan(request.ctx.principal, body.descriptor, body.chain, body.gap_limit)
     return ok(request, answer)
 
 

@@ -336,13 +336,16 @@ class KeyScan(Result):
 
 
 class WalletAddress(Result):
-    """One used address of a scanned wallet and its verdict."""
+    """One used address of a scanned wallet and its verdict (EVM accounts: one per active
+    chain). ``balance_sat`` is in the chain's smallest unit, ``balance`` in its coin."""
 
     address: str
+    chain: str
     branch: str
     index: int
     script_type: str
     balance_sat: int
+    balance: str
     tx_count: int
     public_key_exposed: bool
     exposure: str
@@ -381,21 +384,21 @@ class DescriptorSummary(Result):
     descriptor: str
     used_addresses: int
     derived_addresses: int
-    balance_sat: int
+    balance_sat: int | None
 
 
 class ExposureTotal(Result):
     """Used addresses and their balance at one exposure level."""
 
     addresses: int
-    balance_sat: int
+    balance_sat: int | None
 
 
 class WalletSummary(Result):
     """A scanned wallet's totals."""
 
-    balance_sat: int
-    exposed_balance_sat: int
+    balance_sat: int | None
+    exposed_balance_sat: int | None
     balance_at_risk_usd: float | None
     risk_score: str
     risk_value: int

@@ -22,10 +22,12 @@ from qday_client.private_files import write_private
 #: Columns of a descriptor scan's CSV report (one row per used address) and of its coins CSV.
 ADDRESS_COLUMNS = (
     "address",
+    "chain",
     "branch",
     "index",
     "scriptType",
     "balanceSat",
+    "balance",
     "txCount",
     "publicKeyExposed",
     "exposure",
@@ -73,9 +75,14 @@ def coins_csv(scan: DescriptorScan) -> str:
 def scan_summary(scan: DescriptorScan) -> str:
     """One line on a descriptor scan: balances, used and derived addresses, lookup rounds."""
     s = scan.summary
+    if s.balance_sat is None:  # EVM accounts: coins of several chains, added up in USD only
+        usd = "unknown" if s.balance_at_risk_usd is None else f"${s.balance_at_risk_usd:,.2f}"
+        balances = f"balance at risk {usd}"
+    else:
+        balances = f"balance {s.balance_sat} sat, exposed {s.exposed_balance_sat} sat"
     return (
-        f"balance {s.balance_sat} sat, exposed {s.exposed_balance_sat} sat; {s.used_addresses} used of "
-        f"{s.derived_addresses} derived addresses in {s.lookup_rounds} lookup rounds"
+        f"{balances}; {s.used_addresses} used of {s.derived_addresses} derived addresses in "
+        f"{s.lookup_rounds} lookup rounds"
     )
 
 
