@@ -44,6 +44,7 @@ BENCHES = (
     "bench_bitcoin_snapshot",
     "bench_bitcoin_index",
     "bench_bip32",
+    "bench_wallet",
 )
 _COMPARE = {">=": operator.ge, "<=": operator.le}
 

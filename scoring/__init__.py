@@ -20,7 +20,14 @@ from scoring.readiness import (
     load_readiness,
     parse_readiness,
 )
-from scoring.result import RiskFactorResult, WalletRisk, format_amount, score_observation, wallet_risk
+from scoring.result import (
+    RiskFactorResult,
+    WalletRisk,
+    format_amount,
+    score_observation,
+    score_observations,
+    wallet_risk,
+)
 from scoring.risk import SCORE_COLUMN, SCORED_SCHEMA, score_frame, weighted_risk_value
 
 __all__ = [
@@ -46,6 +53,7 @@ __all__ = [
     "parse_readiness",
     "score_frame",
     "score_observation",
+    "score_observations",
     "wallet_risk",
     "weight",
     "weighted_risk_value",

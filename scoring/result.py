@@ -10,7 +10,7 @@ ten-million-row path.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -112,6 +112,21 @@ def score_observation(
     prices = {} if price is None else {observation.symbol: price}
     scored = score_frame(observations_to_frame([observation], prices), readiness)
     return wallet_risk(scored.row(0, named=True), readiness)
+
+
+def score_observations(
+    observations: Sequence[Observation],
+    prices: Mapping[str, UsdPrice],
+    readiness: ReadinessData | None = None,
+) -> list[WalletRisk]:
+    """Score many observations in one vectorised pass (a wallet's addresses): the same
+    ``score_frame`` as ``score_observation``, one frame for all, so a thousand addresses cost
+    one frame rather than a thousand. ``prices`` maps a native symbol to its quote."""
+    readiness = load_readiness() if readiness is None else readiness
+    if not observations:
+        return []
+    scored = score_frame(observations_to_frame(observations, prices), readiness)
+    return [wallet_risk(row, readiness) for row in scored.iter_rows(named=True)]
 
 
 def wallet_risk(row: Mapping[str, Any], readiness: ReadinessData) -> WalletRisk:

@@ -36,7 +36,7 @@ from chains.keys import siblings
 from chains.observation import Exposure, ExposureEvidence, Observation
 from chains.registry import CHAINS, Chain, parse_chain
 from core.clock import Clock, iso
-from scoring import load_readiness, score_observation
+from scoring import load_readiness, score_observations
 from scoring.model import RISK_BANDS, SCORING_VERSION
 from scoring.readiness import ReadinessData
 from scoring.result import WalletRisk, format_amount
@@ -195,9 +195,11 @@ class DescriptorScanService:
             index, found = await self._observer.index.revealed_by_hash(
                 env, [h for d in walk.derived for h in hashes[id(d)]]
             )
-        family = await self._family(env, walk)
+        heights = [o.height for _, o in walk.used if o.height is not None]
+        covers = index is not None and not index.unreadable and index.limit(max(heights, default=None)) is None
+        family = await self._family(env, walk, covers)
         price = await self._prices.price(env, Chain.BITCOIN)
-        verdicts = []
+        judged = []
         for derived, own in walk.used:
             found_family, unavailable = family.get(str(derived.address), ([], ()))
             merged = with_family(own, found_family)
@@ -211,8 +213,13 @@ class DescriptorScanService:
                 limits=limits_of(merged, answer, own.height),
                 index_height=None if answer is None else answer.complete_to,
             )
-            risk = score_observation(merged, price, self._readiness)
-            verdicts.append(_Verdict(derived, merged, risk, coverage))
+            judged.append((derived, merged, coverage))
+        prices = {} if price is None else {CHAINS[Chain.BITCOIN].symbol: price}
+        risks = await asyncio.to_thread(score_observations, [m for _, m, _ in judged], prices, self._readiness)
+        verdicts = [
+            _Verdict(derived, merged, risk, coverage)
+            for (derived, merged, coverage), risk in zip(judged, risks, strict=True)
+        ]
         await self._coins(env, verdicts)
         used_ids = {id(d) for d, _ in walk.used}
         exposed_unused = []
@@ -225,33 +232,40 @@ class DescriptorScanService:
         return verdicts, exposed_unused, index
 
     async def _family(
-        self, env: Environment, walk: AddressWalk
+        self, env: Environment, walk: AddressWalk, index_covers_bitcoin: bool
     ) -> dict[str, tuple[list[Observation], tuple[str, ...]]]:
-        """The key family of each used address (``chains.keys.siblings``): one bounded fetch
-        per chain for all of them; an address the walk already observed is not fetched again.
-        Per address: the siblings seen, and the family chains that could not be read."""
+        """The key family of each used address (``chains.keys.siblings``), one fetch per chain
+        for all of them. The Bitcoin siblings (the key hash's other address types) are part of
+        the scan, as for a wallet scan: Bitcoin's source must answer; they are not fetched
+        when the exposure index is complete up to the scanned height (``index_covers_bitcoin``):
+        every Bitcoin revelation of the key is then in it, whatever the address type. Other
+        chains (Cosmos) are bounded by the family wait. An address the walk observed is not
+        fetched again. Per address: the siblings seen, and the family chains not read."""
         seen = {str(d.address): o for d, o in walk.used}
         derived_text = {str(d.address) for d in walk.derived}
-        wanted: dict[str, list[Address]] = {}
-        for derived, _ in walk.used:
-            wanted[str(derived.address)] = siblings(derived.address)
+        wanted = {str(derived.address): siblings(derived.address) for derived, _ in walk.used}
         by_chain: dict[Chain, dict[str, Address]] = {}
         for found in wanted.values():
             for sibling in found:
                 text = str(sibling)
-                if sibling.chain is Chain.BITCOIN and text in derived_text:
+                if sibling.chain is Chain.BITCOIN and (index_covers_bitcoin or text in derived_text):
                     continue
                 by_chain.setdefault(sibling.chain, {})[text] = sibling
+        own = list(by_chain.pop(Chain.BITCOIN, {}).values())
         allowed = [chain for chain in by_chain if self._observer.allowed(chain)]
-        answers = await asyncio.gather(
-            *(
-                self._observer.bounded(self._observer.observe(env, chain, list(by_chain[chain].values())))
-                for chain in allowed
-            )
-        )
-        observed: dict[tuple[str, str], Observation] = {}
+        pending = [
+            asyncio.ensure_future(self._observer.bounded(self._observer.observe(env, c, list(by_chain[c].values()))))
+            for c in allowed
+        ]
+        try:
+            same_chain = await self._observer.observe(env, Chain.BITCOIN, own) if own else []
+        except BaseException:
+            for task in pending:
+                task.cancel()
+            raise
+        observed: dict[tuple[str, str], Observation] = {(Chain.BITCOIN.value, o.address): o for o in same_chain}
         failed = {chain.value for chain in by_chain if chain not in allowed}
-        for chain, answer in zip(allowed, answers, strict=True):
+        for chain, answer in zip(allowed, await asyncio.gather(*pending), strict=True):
             if answer is None:
                 failed.add(chain.value)
                 continue

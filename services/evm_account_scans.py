@@ -15,7 +15,7 @@ each account (Ledger Live's ``m/44'/60'/i'/0/0``) cannot be derived from one pub
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from coincurve import PublicKey as Secp256k1Point
 
 from chains.bitcoin.bip32 import ExtendedPublicKey, parse_extended_key
 from chains.bitcoin.descriptors import InvalidDescriptor
+from chains.clients.prices import Price
 from chains.codecs.address import Address
 from chains.codecs.evm import EvmAddress
 from chains.environment import Environment
@@ -32,7 +33,7 @@ from chains.observation import Observation
 from chains.registry import CHAINS, EVM_CHAINS, Chain, parse_chain
 from core.clock import Clock, iso
 from pqc.hashes import keccak256
-from scoring import load_readiness, score_observation
+from scoring import load_readiness, score_observations
 from scoring.model import RISK_BANDS, SCORING_VERSION
 from scoring.readiness import ReadinessData
 from scoring.result import WalletRisk, format_amount
@@ -195,24 +196,35 @@ class EvmAccountScanService:
         """Each active (account, chain) scored with its family merged in."""
         active = {Chain(o.chain) for _, seen in walk.used for o in seen.observations if o.has_activity}
         prices = dict(zip(active, await asyncio.gather(*(self._prices.price(env, c) for c in active)), strict=True))
-        entries = []
-        records = []
-        now = self._clock.now()
+        judged = []
         for account, seen in walk.used:
+            checked = {o.chain for o in seen.observations}
+            coverage = Coverage(
+                checked=tuple(c.value for c in CHAINS if c.value in checked),
+                unavailable=seen.unavailable,
+                limits=(),
+            )
             for observation in seen.observations:
-                if not observation.has_activity:
-                    continue
-                merged = with_family(observation, [o for o in seen.observations if o is not observation])
-                checked = {o.chain for o in seen.observations}
-                coverage = Coverage(
-                    checked=tuple(c.value for c in CHAINS if c.value in checked),
-                    unavailable=seen.unavailable,
-                    limits=(),
-                )
-                risk = score_observation(merged, prices.get(Chain(observation.chain)), self._readiness)
-                entries.append(_Entry(account, merged, risk, coverage))
-                records.append(scan_record(merged, risk, account_id, env, now, "api", coverage))
+                if observation.has_activity:
+                    merged = with_family(observation, [o for o in seen.observations if o is not observation])
+                    judged.append((account, merged, coverage))
+        risks = await asyncio.to_thread(self._score, [m for _, m, _ in judged], prices)
+        now = self._clock.now()
+        entries = [_Entry(a, m, r, c) for (a, m, c), r in zip(judged, risks, strict=True)]
+        records = [scan_record(e.observation, e.risk, account_id, env, now, "api", e.coverage) for e in entries]
         return entries, records
+
+    def _score(self, observations: Sequence[Observation], prices: Mapping[Chain, Price | None]) -> list[WalletRisk]:
+        """Score ``observations`` one vectorised pass per chain, each with its own chain's
+        price (chains sharing a symbol may differ: a local node's coins have no value)."""
+        risks: dict[int, WalletRisk] = {}
+        for chain in {Chain(o.chain) for o in observations}:
+            group = [(i, o) for i, o in enumerate(observations) if o.chain == chain.value]
+            price = prices.get(chain)
+            quotes = {} if price is None else {CHAINS[chain].symbol: price}
+            scored = score_observations([o for _, o in group], quotes, self._readiness)
+            risks.update((i, risk) for (i, _), risk in zip(group, scored, strict=True))
+        return [risks[i] for i in range(len(observations))]
 
     def _answer(
         self, text: str, walk: Walk[Account, _Seen], entries: Sequence[_Entry], gap_limit: int, missing: set[str]

@@ -14,7 +14,8 @@ import pytest
 from chains.bitcoin.descriptors import parse_descriptor
 from chains.bitcoin.tx import TxOut
 from chains.codecs.bitcoin import BitcoinAddress
-from chains.registry import Network
+from chains.keys import siblings
+from chains.registry import Chain, Network
 from services.bitcoin_ingest import ingest_block_files
 from services.settings import load_settings
 from storage.bitcoin_index import BitcoinIndexStore
@@ -96,3 +97,7 @@ async def test_the_index_exposes_used_and_unused_wallet_keys(app: Any, esplora: 
     assert [e["txid"] for e in unused["exposureEvidence"]] == [reveal]
     assert data["coverage"]["bitcoinIndexHeight"] == TIP
     assert not any(limit.startswith("bitcoin-index") for limit in data["coverage"]["limits"])
+    # the index is complete to the height Esplora showed: the key's other Bitcoin address types
+    # cannot show anything it lacks, so they are not looked up
+    legacy = {str(s) for s in siblings(first) if s.chain is Chain.BITCOIN}
+    assert legacy and not legacy & {r.path.split("/")[2] for r in esplora.requests if r.path.startswith("/address/")}

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from chains.observation import AccountType, Exposure, Observation
-from scoring import PriceQuote, ReadinessData, score_observation
+from scoring import PriceQuote, ReadinessData, score_observation, score_observations
 
 BTC = 100_000_000
 ETH = 10**18
@@ -236,6 +236,17 @@ def test_golden_case(
     assert result.public_key_exposed is exposed
     assert all(f.detail.strip() for f in result.risk_factors)
     assert result.chain_grade == readiness.chains[chain].grade.letter
+
+
+def test_a_batch_scores_every_golden_case_as_one_at_a_time(
+    make_observation: Callable[..., Observation], prices: dict[str, PriceQuote], readiness: ReadinessData
+) -> None:
+    """``score_observations`` (one frame for a wallet's addresses) gives each row exactly what
+    ``score_observation`` gives it alone."""
+    observations = [make_observation(case[0], **case[1]) for case in GOLDEN.values()]
+    batch = score_observations(observations, prices, readiness)
+    assert batch == [score_observation(o, prices.get(o.symbol), readiness) for o in observations]
+    assert score_observations([], prices, readiness) == []
 
 
 def _details(observation: Observation, price: PriceQuote | None, readiness: ReadinessData) -> dict[str, str]:
