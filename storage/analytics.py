@@ -435,6 +435,7 @@ VIEWS: Final[tuple[str, ...]] = (
     "key_exposure_latest",
     "chain_readiness",
     "chain_readiness_latest",
+    "wallet_risk",
     *BITCOIN_VIEWS,
     *SUPPLY_VIEWS,
 )

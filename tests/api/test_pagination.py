@@ -11,8 +11,10 @@ import httpx
 import pytest
 
 from api.app import all_endpoints
+from chains.environment import Environment
 from qday_client import QdayClient, RequestError, models
-from storage.models import Plan
+from storage.models import Plan, WatchedDescriptor
+from storage.scans_sqlite import SqliteScanStore
 from tests.api.test_envelope import assert_error, assert_meta
 from tests.custody.support import requires_softhsm, shared_softhsm_conf
 from tests.pipelines.support import evm_address
@@ -22,7 +24,8 @@ shared_softhsm_conf()  # at collection: before any app of this process opens Sof
 
 WATCH, KEYS, PQ_KEYS = "/v1/watchlist", "/v1/auth/api-keys", "/v1/keys"
 #: Every endpoint answering a list; a new one must be added here (and be paged).
-LIST_ENDPOINTS = {WATCH, KEYS, PQ_KEYS, "/v1/keys/{id}/events"}
+WALLETS = "/v1/watchlist/descriptors"
+LIST_ENDPOINTS = {WATCH, KEYS, PQ_KEYS, "/v1/keys/{id}/events", WALLETS}
 
 
 async def _page(client, path: str, headers: dict[str, str], **params) -> tuple[list[dict], str | None]:
@@ -211,6 +214,22 @@ async def test_managed_key_events_are_paged_in_log_order(app, client, tenant):
     assert whole == items and end is None
     bad = _b64(f"e|{items[0]['id']}|x")
     assert_error(await client.get(path, params={"cursor": bad}, headers=headers), 400, "REQ_001")
+
+
+async def test_watched_wallets_are_paged(app, client, tenant, clock):
+    """Wallets stored directly (watching one scans it, which needs a chain source)."""
+    store = SqliteScanStore(app.ctx.db, app.ctx.writer).descriptor_watch()
+    for n in range(5):
+        entry = WatchedDescriptor(
+            f"wdw_{n}", tenant.account_id, Environment.LIVE, f"wpkh(key{n})", None, 20, 1, None, None, clock.now()
+        )
+        assert await store.add(entry, cap=1_000) is not None
+        clock.advance(1)
+    headers = tenant.auth("secret_live")
+    items, pages = await _all(client, WALLETS, headers, 2)
+    assert [w["id"] for w in items] == [f"wdw_{n}" for n in range(5)] and pages == 3
+    bad = _b64("w|2026-01-01T00:00:00Z|x")  # a watch-list cursor is not a wallets cursor
+    assert_error(await client.get(WALLETS, params={"cursor": bad}, headers=headers), 400, "REQ_001")
 
 
 async def test_sdk_follows_cursors(app, tenant):

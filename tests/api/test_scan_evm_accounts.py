@@ -9,7 +9,6 @@ independent implementation), sign real transactions on anvil.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +19,7 @@ from eth_account.signers.local import LocalAccount
 
 from services.settings import load_settings
 from storage.models import Plan
-from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary, free_port
+from tests.anvil import Anvil, free_port
 from tests.api.test_scan_family import TRANSFER
 from tests.support import ManualClock, client_for, make_tenant, running_app
 
@@ -35,17 +34,6 @@ def account_key() -> embit_bip32.HDKey:
 
 def signer(index: int) -> LocalAccount:
     return Account.from_key(account_key().derive([0, index]).key.secret)
-
-
-@pytest.fixture(scope="module")
-def nodes() -> Iterator[tuple[Anvil, Anvil]]:
-    binary = anvil_binary()
-    if binary is None:
-        pytest.skip(MISSING_ANVIL)
-    ethereum, base = Anvil(binary, chain_id=1), Anvil(binary, chain_id=8453)
-    yield ethereum, base
-    ethereum.stop()
-    base.stop()
 
 
 @pytest.fixture(scope="module")

@@ -7,31 +7,18 @@ Family chains: ethereum, base and polygon; the others are reported as not config
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
 from services.settings import load_settings
 from storage.models import Plan
-from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary, free_port
+from tests.anvil import Anvil, free_port
 from tests.api.test_envelope import assert_error
 from tests.support import ManualClock, client_for, make_tenant, running_app
 
 SCAN = "/v1/scan/wallet"
 TRANSFER = {"value": 10**15, "gas": 21000, "maxFeePerGas": 10**10, "maxPriorityFeePerGas": 10**9}
-
-
-@pytest.fixture(scope="module")
-def nodes() -> Iterator[tuple[Anvil, Anvil]]:
-    binary = anvil_binary()
-    if binary is None:
-        pytest.skip(MISSING_ANVIL)
-    ethereum, base = Anvil(binary, chain_id=1), Anvil(binary, chain_id=8453)
-    yield ethereum, base
-    ethereum.stop()
-    base.stop()
 
 
 @pytest.fixture(scope="module")
