@@ -108,6 +108,43 @@ def exposure_rank(observation: Observation) -> int:
     return 2
 
 
+def wallet_coverage(
+    walk: AddressWalk, verdicts: Sequence[_Verdict], index: IndexAnswer | None, gap_limit: int, max_derived: int
+) -> Coverage:
+    """What a wallet's verdicts could see, together: the chains read and not read, each used
+    address's limits, an address whose coins and balance disagree (the chain moved during the
+    scan), a walk stopped before its gap, and the index's limit when nothing was used."""
+    limits: dict[str, None] = {}
+    unavailable: dict[str, None] = {}
+    checked: dict[str, None] = {Chain.BITCOIN.value: None}
+    for v in verdicts:
+        coin_sum = sum(c.value for c in v.coins)
+        if coin_sum != v.observation.balance:
+            limits[
+                f"coins: the unspent outputs of {v.derived.address} ({coin_sum} sat) differ from its balance "
+                f"({v.observation.balance} sat): the chain moved during the scan; scan again"
+            ] = None
+        limits.update(dict.fromkeys(v.coverage.limits))
+        unavailable.update(dict.fromkeys(v.coverage.unavailable))
+        checked.update(dict.fromkeys(v.coverage.checked))
+    if walk.truncated:
+        why = "the most one scan derives" if max_derived >= MAX_DERIVED else "what the plan's watch cap leaves"
+        limits[
+            f"descriptor: the scan stopped after deriving {len(walk.derived)} addresses ({why}) before every "
+            f"branch reached {gap_limit} unused addresses; later addresses were not looked at"
+        ] = None
+    if not verdicts and index is not None:
+        limit = index.limit(None)
+        if limit is not None:
+            limits[limit] = None
+    return Coverage(
+        checked=tuple(checked),
+        unavailable=tuple(unavailable),
+        limits=tuple(limits),
+        index_height=None if index is None else index.complete_to,
+    )
+
+
 class DescriptorScanService:
     """Descriptor and extended-key scans, over the scans' chain observer and price sources."""
 
@@ -313,9 +350,6 @@ class DescriptorScanService:
         now = self._clock.now()
         addresses = []
         coins = []
-        limits: dict[str, None] = {}
-        unavailable: dict[str, None] = {}
-        checked: dict[str, None] = {Chain.BITCOIN.value: None}
         by_exposure: dict[str, dict[str, int]] = {}
         for v in verdicts:
             o = v.observation
@@ -339,12 +373,6 @@ class DescriptorScanService:
                     "exposureComplete": v.coverage.complete,
                 }
             )
-            coin_sum = sum(c.value for c in v.coins)
-            if coin_sum != o.balance:
-                limits[
-                    f"coins: the unspent outputs of {v.derived.address} ({coin_sum} sat) differ from its balance "
-                    f"({o.balance} sat): the chain moved during the scan; scan again"
-                ] = None
             coins += [
                 {
                     "txid": c.txid,
@@ -360,28 +388,10 @@ class DescriptorScanService:
             level = by_exposure.setdefault(o.exposure.value, {"addresses": 0, "balanceSat": 0})
             level["addresses"] += 1
             level["balanceSat"] += o.balance
-            limits.update(dict.fromkeys(v.coverage.limits))
-            unavailable.update(dict.fromkeys(v.coverage.unavailable))
-            checked.update(dict.fromkeys(v.coverage.checked))
-        if walk.truncated:
-            why = "the most one scan derives" if max_derived >= MAX_DERIVED else "what the plan's watch cap leaves"
-            limits[
-                f"descriptor: the scan stopped after deriving {len(walk.derived)} addresses ({why}) before every "
-                f"branch reached {gap_limit} unused addresses; later addresses were not looked at"
-            ] = None
-        if not verdicts and index is not None:
-            limit = index.limit(None)
-            if limit is not None:
-                limits[limit] = None
+        coverage = wallet_coverage(walk, verdicts, index, gap_limit, max_derived)
         usd = [v.risk.balance_at_risk_usd for v in verdicts if v.observation.balance]
         worst = max(verdicts, key=lambda v: v.risk.risk_value, default=None)
         lowest = RISK_BANDS[0]
-        coverage = Coverage(
-            checked=tuple(checked),
-            unavailable=tuple(unavailable),
-            limits=tuple(limits),
-            index_height=None if index is None else index.complete_to,
-        )
         return {
             "descriptor": wallet.descriptors[0].canonical() if not wallet.bare_key else None,
             "descriptors": [self._descriptor_summary(d, walk, verdicts) for d in wallet.descriptors],

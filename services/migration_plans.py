@@ -39,7 +39,7 @@ from chains.bitcoin.wallet import DerivedAddress, WalletBranch, derive, parse_wa
 from chains.environment import Environment
 from chains.registry import Chain
 from services.accounts import Principal
-from services.descriptor_scans import DescriptorScanService, exposure_rank
+from services.descriptor_scans import MAX_DERIVED, DescriptorScanService, exposure_rank, wallet_coverage
 from services.errors import InvalidRequest
 from services.observer import ChainObserver
 
@@ -150,7 +150,8 @@ class MigrationPlanService:
         except UnplannableInput as exc:
             raise InvalidRequest(str(exc), field="descriptor") from None
         walk = await self._scans.walk(env, wallet.branches(), gap_limit)
-        verdicts, _, _ = await self._scans.verdicts(env, walk)
+        verdicts, _, index = await self._scans.verdicts(env, walk)
+        coverage = wallet_coverage(walk, verdicts, index, gap_limit, MAX_DERIVED)
         sources = [
             _Source(
                 Coin(
@@ -239,6 +240,8 @@ class MigrationPlanService:
                 for s in plan.skipped
             ],
             "totals": {"inSat": plan.in_sat, "outSat": plan.out_sat, "feeSat": plan.fee_sat},
+            "coverage": coverage.to_dict(),
+            "exposureComplete": coverage.complete,
         }
 
     async def _fresh_plan(

@@ -359,6 +359,8 @@ class MigrationPlanOut(Out):
     steps: list[PlanStepOut]
     skipped: list[PlanSkippedOut]
     totals: PlanTotalsOut
+    coverage: Annotated[CoverageOut, Meta(description="What the scan the order rests on could see")]
+    exposure_complete: bool
 
 
 class WatchDescriptorRequest(Strict):

@@ -481,6 +481,8 @@ class MigrationPlan(Result):
     steps: list[PlanStep]
     skipped: list[PlanSkipped]
     totals: PlanTotals
+    coverage: Coverage
+    exposure_complete: bool
 
 
 class Detection(Result):
