@@ -83,10 +83,17 @@ def _key_fields(derived: DerivedAddress) -> dict[str, Any]:
     """The PSBT fields that name the keys of ``derived`` and the scripts that spend it."""
     descriptor = derived.branch.descriptor
     if descriptor.function == "tr":
-        internal = derived.keys[0]
+        internal, *leaf_keys = derived.keys
+        merkle_root, leaves = descriptor.taproot_tree(derived.index, derived.branch.path)
+        derivations = {internal.pubkey: TapKeyOrigin((), _origin(internal))}
+        for key in leaf_keys:
+            known = derivations.get(key.pubkey)
+            hashes = (*(() if known is None else known.leaf_hashes), *leaves.get(key.pubkey, ()))
+            derivations[key.pubkey] = TapKeyOrigin(tuple(dict.fromkeys(hashes)), _origin(key))
         return {
             "tap_internal_key": internal.pubkey,
-            "tap_bip32_derivations": {internal.pubkey: TapKeyOrigin((), _origin(internal))},
+            "tap_merkle_root": merkle_root,
+            "tap_bip32_derivations": derivations,
         }
     redeem, witness = descriptor.spend_scripts(derived.index, derived.branch.path)
     return {
@@ -110,8 +117,11 @@ def psbt_input(source: _Source, previous: bytes | None) -> PsbtInput:
 
 
 def psbt_output(derived: DerivedAddress) -> PsbtOutput:
-    """The Updater's output map of a destination address: its keys' origins and scripts."""
-    return PsbtOutput(**_key_fields(derived))
+    """The Updater's output map of a destination address: its keys' origins and scripts (a
+    destination ``tr()`` has no script tree: ``plan`` refuses one)."""
+    fields = _key_fields(derived)
+    fields.pop("tap_merkle_root", None)
+    return PsbtOutput(**fields)
 
 
 class MigrationPlanService:
@@ -135,13 +145,17 @@ class MigrationPlanService:
         descriptor or a plan the coins cannot make (a cap or fee rate out of range)."""
         env, wallet = self._scans.wallet(principal, source, "bitcoin")
         target = parse_wallet(destination, env.network)
+        if target.descriptors[0].function == "tr" and target.descriptors[0].tree is not None:
+            raise InvalidRequest(
+                "a destination tr() with a script tree is not supported: its outputs' PSBT fields would need "
+                "the tree (PSBT_OUT_TAP_TREE); use a key-path tr() or another script type",
+                field="destination",
+            )
         if len(target.descriptors) != 1 or not target.descriptors[0].ranged:
             raise InvalidRequest(
                 "destination must be one ranged descriptor (or a ypub/zpub): a bare xpub names four script types",
                 field="destination",
             )
-        if any(d.function == "tr" and d.tree is not None for d in (*wallet.descriptors, *target.descriptors)):
-            raise InvalidRequest("tr() descriptors with a script tree cannot be planned yet", field="descriptor")
         client = self._observer.client(env, Chain.BITCOIN)
         if not isinstance(client, PlanSource):
             raise InvalidRequest("the configured Bitcoin source gives no fee estimates or transactions")

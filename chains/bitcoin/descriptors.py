@@ -254,6 +254,30 @@ class Descriptor:
             return redeem, self.inner.inner._script(index, path, [])
         return redeem, None
 
+    def taproot_tree(self, index: int = 0, path: int = 0) -> tuple[bytes | None, dict[bytes, tuple[bytes, ...]]]:
+        """For a ``tr()`` descriptor: the BIP-341 Merkle root of its script tree at ``index`` of
+        branch ``path`` (None without a tree) and, for each x-only key of its leaves, the
+        TapLeaf hashes of the leaves using it: what a PSBT's ``PSBT_IN_TAP_MERKLE_ROOT`` and
+        ``PSBT_IN_TAP_BIP32_DERIVATION`` carry (BIP-371), so a signer can tweak the internal key
+        for the key path or sign a leaf. ``ValueError`` for other descriptors."""
+        if self.function != "tr":
+            raise ValueError(f"{self.function}() has no taproot tree")
+        self.expand(index, path)  # the same argument checks
+        if self.tree is None:
+            return None, {}
+        leaves: dict[bytes, tuple[bytes, ...]] = {}
+        pending: list[Descriptor | TapBranch] = [self.tree]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, TapBranch):
+                pending += [node.left, node.right]
+                continue
+            keys: list[DerivedKey] = []
+            leaf_hash = _tree_hash(node, index, path, keys)
+            for key in keys:
+                leaves[key.pubkey] = (*leaves.get(key.pubkey, ()), leaf_hash)
+        return _tree_hash(self.tree, index, path, []), leaves
+
     def _script(self, index: int, path: int, keys: list[DerivedKey]) -> bytes:
         derived = [key.derive(index, path) for key in self.keys]
         keys += derived

@@ -187,3 +187,33 @@ async def test_refusals(planner: Any, chain: EsploraChain, conformance_dir: Path
         PLAN, json={"descriptor": source, "destination": destination}, headers=tenant.auth("secret_live")
     )
     assert r.status_code == 200 and r.json()["data"]["steps"] == []  # an empty wallet: nothing to move
+
+
+async def test_a_taproot_wallet_with_a_script_tree_is_planned_as_key_path_spends(
+    planner: Any, chain: EsploraChain, conformance_dir: Path
+) -> None:
+    """The inputs carry the tree's Merkle root (embit signs the key path only with it) and the
+    leaf key's derivation with its leaf hash; a destination with a tree is refused."""
+    client, tenant = planner
+    source, destination, mnemonic = wallets(conformance_dir)
+    root = embit_bip32.HDKey.from_seed(bip39.mnemonic_to_seed(mnemonic))
+    backup = root.derive("m/86h/0h/1h").to_public().to_base58()
+    internal = destination.removeprefix("tr(").removesuffix(")")
+    tree = f"tr({internal},pk([{FINGERPRINT}/86h/0h/1h]{backup}/<0;1>/*))"
+    chain.pay(address_at(tree, 0, 0).script_pubkey, 2 * BTC, 800_000)
+    r = await client.post(PLAN, json={"descriptor": tree, "destination": source}, headers=tenant.auth("secret_live"))
+    assert r.status_code == 200, r.text
+    (step,) = r.json()["data"]["steps"]
+    ours = decode_psbt(step["psbt"])
+    (psbt_in,) = ours.inputs
+    merkle_root, leaves = parse_descriptor(tree).taproot_tree(0, 0)
+    assert merkle_root is not None and psbt_in.tap_merkle_root == merkle_root
+    origins = {o.origin.path: o.leaf_hashes for o in psbt_in.tap_bip32_derivations.values()}
+    assert origins[(86 | HARDENED, HARDENED, HARDENED, 0, 0)] == ()  # the internal key: key path
+    assert len(origins[(86 | HARDENED, HARDENED, 1 | HARDENED, 0, 0)]) == 1  # the leaf key: its leaf
+    assert psbt_in.non_witness_utxo is None  # taproot signs the amounts of every input
+    theirs = PSBT.parse(base64.b64decode(step["psbt"]))
+    assert theirs.sign_with(root) == 1
+
+    r = await client.post(PLAN, json={"descriptor": source, "destination": tree}, headers=tenant.auth("secret_live"))
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "REQ_001")

@@ -6,9 +6,20 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from chains.bitcoin.script import witness_script_pubkey
-from chains.codecs.bech32 import Bech32Error, Encoding, WitnessProgram, decode, decode_segwit, encode, encode_segwit
+from chains.codecs.bech32 import (
+    Bech32Error,
+    Encoding,
+    WitnessProgram,
+    convertbits,
+    decode,
+    decode_segwit,
+    encode,
+    encode_segwit,
+)
 from chains.codecs.bitcoin import BitcoinAddress
 from chains.errors import InvalidAddress
 from chains.registry import Network
@@ -96,3 +107,10 @@ def test_bip173_original_vectors_under_bip350(vectors: Any) -> None:
         else:
             assert _rejected_everywhere(case["address"]), case
     assert all(_rejected_everywhere(case["address"]) for case in original["invalid_in_bip173"])
+
+
+@given(st.binary(max_size=90))
+@settings(max_examples=300)
+def test_whole_bytes_regroup_as_the_bit_loop_does(data: bytes) -> None:
+    """The encoder's 8-to-5 fast path (one big-integer pass) equals BIP-173's bit loop."""
+    assert convertbits(data, 8, 5, pad=True) == convertbits(list(data), 8, 5, pad=True)

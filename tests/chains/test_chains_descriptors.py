@@ -33,6 +33,7 @@ from chains.bitcoin.descriptors import (
     extended_key_descriptors,
     parse_descriptor,
 )
+from chains.bitcoin.script import taproot_output_key, witness_script_pubkey
 from chains.codecs.bitcoin import BitcoinAddress
 from chains.registry import Network
 
@@ -301,3 +302,27 @@ def test_a_multisig_cosigner_key_asks_for_the_whole_descriptor(load_vectors: Loa
     cosigner = key.encode(bytes.fromhex("02aa7ed3"))  # the same key as a Zpub (P2WSH multisig)
     with pytest.raises(InvalidDescriptor, match="one cosigner of a multisig"):
         extended_key_descriptors(cosigner)
+
+
+def test_taproot_tree_gives_the_merkle_root_of_each_bip386_output(load_vectors: Loader) -> None:
+    """The Merkle root ``taproot_tree`` gives, tweaking the internal key, is the output key of
+    every BIP-386 vector with a script tree; each leaf key lists the leaves it is in."""
+    checked = 0
+    for case in load_vectors(VECTORS)["bip386"]["valid"]:
+        text = case["descriptor"]
+        if "," not in text or _private_keys(text) or not case["scripts"]:
+            continue
+        descriptor = parse_descriptor(text)
+        for index, expected in enumerate(case["scripts"]):
+            root, leaves = descriptor.taproot_tree(index)
+            internal, *leaf_keys = descriptor.expand(index).keys
+            assert (
+                root is not None
+                and witness_script_pubkey(1, taproot_output_key(internal.pubkey, root)).hex() == expected
+            )
+            assert set(leaves) == {k.pubkey for k in leaf_keys} and all(len(h) == 1 for h in leaves.values())
+            checked += 1
+    assert checked == 1  # the one BIP-386 tree vector of public keys (the others hold private keys)
+    with pytest.raises(ValueError, match="no taproot tree"):
+        parse_descriptor("wpkh(03a34b99f22c790c4e36b2b3c2c35a36db06226e41c692fc82b8b56ac1c540c5bd)").taproot_tree()
+    assert parse_descriptor(f"tr({'a3' * 32})").taproot_tree() == (None, {})
