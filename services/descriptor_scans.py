@@ -167,7 +167,7 @@ class DescriptorScanService:
         ``chain``; ``UnsupportedChain`` (SCAN_002) for a chain descriptors do not cover."""
         env = environment_of(principal)
         if parse_chain(chain) is not Chain.BITCOIN:
-            raise UnsupportedChain(f"descriptor scans cover bitcoin, not {chain}", chain=chain)
+            raise UnsupportedChain(f"descriptor scans cover bitcoin and the EVM chains, not {chain}", chain=chain)
         return env, parse_wallet(text, env.network)
 
     async def scan(self, principal: Principal, text: str, chain: str, gap_limit: int) -> dict[str, Any]:

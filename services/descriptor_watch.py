@@ -60,19 +60,18 @@ class DescriptorWatchService:
         self._clock = clock
         self._enterprise_cap = enterprise_cap
 
-    async def watch(
-        self, principal: Principal, text: str, label: str | None, gap_limit: int
-    ) -> tuple[WatchedDescriptor, dict[str, Any] | None]:
-        """Watch a wallet: scanned now, stored with its derived-address count if the plan's cap
-        allows (``PlanCapReached`` otherwise). A wallet already watched is returned as stored,
-        with no new scan (None). Errors as for ``DescriptorScanService.scan``."""
+    async def watch(self, principal: Principal, text: str, label: str | None, gap_limit: int) -> WatchedDescriptor:
+        """Watch a wallet: scanned now (its used addresses' results stored as their wallet
+        scans), stored with its derived-address count and summary if the plan's cap allows
+        (``PlanCapReached`` otherwise). A wallet already watched is returned as stored, without a
+        new scan. Errors as for ``DescriptorScanService.scan``."""
         label = clean_label(label)
         env, wallet = self._scans.wallet(principal, text, "bitcoin")
         account = principal.account
         key = wallet_key(text, wallet)
         existing = self._store.find(account.id, env, key)
         if existing is not None:
-            return existing, None
+            return existing
         answer, records = await self._scans.assess(env, wallet, gap_limit, account.id, "api")
         now = self._clock.now()
         summary = answer["summary"]
@@ -93,7 +92,7 @@ class DescriptorWatchService:
         if stored is None:
             raise cap_reached(WATCHLIST, cap, account.plan)
         await self._scans.save(records)
-        return stored, answer
+        return stored
 
     def watched(self, principal: Principal, page: PageRequest | None = None) -> Page[WatchedDescriptor]:
         """A page of the caller's watched wallets, oldest first."""

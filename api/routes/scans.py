@@ -260,9 +260,7 @@ async def unwatch(request: QdayRequest, entry_id: str) -> HTTPResponse:
 async def watch_descriptor(request: QdayRequest, body: WatchDescriptorRequest) -> HTTPResponse:
     """Watch a wallet (idempotent)."""
     label = text_field(body.label, "label")
-    entry, _ = await request.app.ctx.descriptor_watch.watch(
-        request.ctx.principal, body.descriptor, label, body.gap_limit
-    )
+    entry = await request.app.ctx.descriptor_watch.watch(request.ctx.principal, body.descriptor, label, body.gap_limit)
     return ok(request, _watched_descriptor_out(entry), status=201)
 
 
