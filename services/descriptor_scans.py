@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from chains.bitcoin.descriptors import Descriptor
 from chains.bitcoin.revelations import key_hashes
 from chains.bitcoin.utxo import Utxo
 from chains.bitcoin.wallet import DerivedAddress, Wallet, WalletBranch, derive, parse_wallet
@@ -426,7 +427,7 @@ class DescriptorScanService:
         }
 
     @staticmethod
-    def _descriptor_summary(descriptor: Any, walk: AddressWalk, verdicts: Sequence[_Verdict]) -> dict[str, Any]:
+    def _descriptor_summary(descriptor: Descriptor, walk: AddressWalk, verdicts: Sequence[_Verdict]) -> dict[str, Any]:
         mine = [v for v in verdicts if v.derived.branch.descriptor is descriptor]
         return {
             "descriptor": descriptor.canonical(),

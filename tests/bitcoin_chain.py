@@ -25,7 +25,7 @@ from types import MappingProxyType
 
 from coincurve import PrivateKey, PublicKeyXOnly
 
-from chains.bitcoin.tx import TxIn, TxOut
+from chains.bitcoin.tx import Transaction, TxIn, TxOut, serialize_transaction
 from pqc.ecdsa_messages import compact_size
 from pqc.hashes import hash160, sha256d
 
@@ -174,31 +174,12 @@ class BuiltTransaction:
 def transaction(
     inputs: Sequence[TxIn], outputs: Sequence[TxOut], *, version: int = 2, locktime: int = 0
 ) -> BuiltTransaction:
-    """Serialize a transaction: BIP-144 (marker, flag, witnesses) when any input has a
-    witness, legacy otherwise. The txid hashes the serialization without witnesses."""
-    body = (
-        compact_size(len(inputs))
-        + b"".join(
-            _outpoint(i.prev_txid, i.vout)
-            + compact_size(len(i.script_sig))
-            + i.script_sig
-            + i.sequence.to_bytes(4, "little")
-            for i in inputs
-        )
-        + compact_size(len(outputs))
-        + b"".join(
-            o.value.to_bytes(8, "little") + compact_size(len(o.script_pubkey)) + o.script_pubkey for o in outputs
-        )
-    )
-    head, tail = version.to_bytes(4, "little"), locktime.to_bytes(4, "little")
-    stripped = head + body + tail
-    txid = sha256d(stripped)[::-1].hex()
-    if not any(i.witness for i in inputs):
-        return BuiltTransaction(version, tuple(inputs), tuple(outputs), locktime, stripped, txid, txid)
-    witnesses = b"".join(
-        compact_size(len(i.witness)) + b"".join(compact_size(len(item)) + item for item in i.witness) for i in inputs
-    )
-    raw = head + b"\x00\x01" + body + witnesses + tail
+    """Serialize a transaction (``chains.bitcoin.tx.serialize_transaction``): BIP-144 (marker,
+    flag, witnesses) when any input has a witness, legacy otherwise. The txid hashes the
+    serialization without witnesses."""
+    draft = Transaction(version, tuple(inputs), tuple(outputs), locktime, "", "")
+    raw = serialize_transaction(draft)
+    txid = sha256d(serialize_transaction(draft, witness=False))[::-1].hex()
     return BuiltTransaction(version, tuple(inputs), tuple(outputs), locktime, raw, txid, sha256d(raw)[::-1].hex())
 
 
