@@ -16,6 +16,7 @@ DAGSTER_PORT ?= $(or $(QDAY_DAGSTER_PORT),3000)
 
 include mk/anvil.mk
 include mk/softhsm.mk
+include mk/postgres.mk
 include mk/pipelines.mk
 include mk/fuzz.mk
 include mk/client.mk
@@ -46,12 +47,12 @@ lint: install-test  ## ruff (lint, import order, format check) and mypy, configu
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: install-test anvil softhsm-test-token lint  ## the linters, then the whole suite
+test: install-test anvil softhsm-test-token postgres lint  ## the linters, then the whole suite
 	$(SOFTHSM_TEST_ENV) $(PY) -m pytest $(PYTEST_ARGS)
 
 BENCH_ARGS ?=
 
-bench: install-test anvil softhsm-test-token  ## every benchmark, medians of 3 runs -> bench/REPORT.md + bench/report.json (BENCH_ARGS="--runs 1 --only bench_api")
+bench: install-test anvil softhsm-test-token postgres  ## every benchmark, medians of 3 runs -> bench/REPORT.md + bench/report.json (BENCH_ARGS="--runs 1 --only bench_api")
 	$(SOFTHSM_TEST_ENV) $(PY) -m bench.report $(BENCH_ARGS)
 
 lock: $(UV)  ## re-resolve pyproject.toml and refresh the hashed lock files

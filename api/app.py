@@ -11,7 +11,7 @@ import itertools
 import logging
 import math
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
+from contextlib import AsyncExitStack
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -56,20 +56,20 @@ from services.exposure_index import ExposureIndex
 from services.key_scans import KeyScanService
 from services.migration_plans import MigrationPlanService
 from services.observer import ChainObserver
+from services.operational import open_operational
 from services.passwords import Passwords
 from services.pq_keys import PqKeyService
 from services.pricing import ScanPrices
 from services.scans import ScanService
 from services.settings import Settings
-from storage.attestations_sqlite import SqliteAttestationStore
 from storage.bitcoin_index import BitcoinIndexStore
-from storage.group_commit import GroupCommitWriter
-from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.models import Plan
-from storage.scans_sqlite import SqliteScanStore
-from storage.sqlite import SqliteStore
-from storage.sqlite_db import open_database
-from storage.window_counters_sqlite import SqliteWindowCounters
+from storage.sql_accounts import SqlStore
+from storage.sql_attestations import SqlAttestationStore
+from storage.sql_managed_keys import SqlManagedKeyStore
+from storage.sql_scans import SqlScanStore
+from storage.sql_window_counters import SqlWindowCounters
+from storage.sqlite_engine import SqliteDatabase
 
 log = logging.getLogger("qday.api")
 _app_numbers = itertools.count()
@@ -99,7 +99,7 @@ def all_endpoints() -> list[Endpoint]:
 
 #: What each kind of endpoint takes, told with every refused credential.
 _EXPECTED = {
-    Credential.SESSION_OR_SECRET: "API-key management (/v1/auth/api-keys...) takes a session token from "
+    Credential.SESSION_OR_SECRET: "API-key management (/v1/auth/api-keys...) and logout take a session token from "
     "POST /v1/auth/login or a secret API key, sent as 'Authorization: Bearer <token or key>'",
     Credential.SECRET: "this endpoint takes a secret API key, sent as 'Authorization: Bearer <key>' "
     "or 'X-API-Key: <key>'",
@@ -150,7 +150,7 @@ def _check_kind(principal: Principal, credential: Credential) -> None:
         )
 
 
-def _count(request: QdayRequest, group: RateGroup, principal: Principal | None, auth_failed: bool) -> Decision:
+async def _count(request: QdayRequest, group: RateGroup, principal: Principal | None, auth_failed: bool) -> Decision:
     """Count the request against its buckets (``api.ratelimit.buckets_for``); a failed
     authentication counts only against its IP's auth-failure bucket."""
     ctx = request.app.ctx
@@ -158,10 +158,10 @@ def _count(request: QdayRequest, group: RateGroup, principal: Principal | None, 
     ip = request.ctx.client_ip
     now = ctx.clock.now().timestamp()
     if auth_failed:
-        return ctx.limiter.hit(auth_failure_buckets(ip), auth_failure_limit(settings.rate_limit_multiplier), now)
+        return await ctx.limiter.hit(auth_failure_buckets(ip), auth_failure_limit(settings.rate_limit_multiplier), now)
     plan = principal.account.plan if principal else Plan.FREE
     limit = limit_for(group, plan, settings.enterprise_limit_factor, settings.rate_limit_multiplier)
-    return ctx.limiter.hit(buckets_for(group, ip, principal.rate_key if principal else None), limit, now)
+    return await ctx.limiter.hit(buckets_for(group, ip, principal.rate_key if principal else None), limit, now)
 
 
 async def _on_request(request: QdayRequest) -> None:
@@ -173,7 +173,7 @@ async def _on_request(request: QdayRequest) -> None:
     auth_error: ApiError | DomainError | None = None
     if endpoint is not None and endpoint.credential is not Credential.NONE:
         try:
-            principal = ctx.accounts.authenticate(_credential(request, endpoint.credential))
+            principal = await ctx.accounts.authenticate(_credential(request, endpoint.credential))
             _check_kind(principal, endpoint.credential)
         except Unauthenticated as exc:  # say what this endpoint takes and how to send it
             expected = endpoint.credential
@@ -183,7 +183,7 @@ async def _on_request(request: QdayRequest) -> None:
         except (ApiError, DomainError) as exc:
             auth_error = exc
     group = endpoint.rate_group if endpoint else RateGroup.PUBLIC
-    decision = _count(request, group, principal, auth_failed=principal is None and auth_error is not None)
+    decision = await _count(request, group, principal, auth_failed=principal is None and auth_error is not None)
     request.ctx.rate = decision
     if not decision.allowed:
         raise RateLimited(decision.retry_after(ctx.clock.now().timestamp()))
@@ -253,26 +253,31 @@ def chain_retry_after(details: dict[str, Any]) -> int:
     return max(1, math.ceil(wait)) if isinstance(wait, int | float) else 1
 
 
-def _open_resources(app: QdayApp) -> None:
+async def _open_limiter(ctx: AppContext, opened: AsyncExitStack) -> MemoryRateLimiter | SharedRateLimiter:
+    """One worker on SQLite counts exactly in memory; several workers share counters in a
+    SQLite file of their own, and nodes on PostgreSQL in its unlogged table."""
+    settings = ctx.settings
+    window = settings.rate_window_seconds
+    if settings.database_url:
+        return SharedRateLimiter(await SqlWindowCounters.open(ctx.database), window)
+    if settings.workers > 1:
+        counters_db = SqliteDatabase(settings.ratelimit_db, "OFF", migrate=False)
+        opened.callback(counters_db.close)
+        return SharedRateLimiter(await SqlWindowCounters.open(counters_db), window)
+    return MemoryRateLimiter(window)
+
+
+async def _open_resources(app: QdayApp) -> None:
     ctx = app.ctx
     settings = ctx.settings
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     secrets = Secrets(load_master_secret(settings.secret_key, settings.secrets_dir))
-    with ExitStack() as opened:  # a failed step closes what the earlier ones opened
-        ctx.db = open_database(settings.operational_db, settings.sqlite_synchronous)
-        # secure_delete: managed custody erases wrapped key material through this writer
-        ctx.writer = GroupCommitWriter(settings.operational_db, settings.sqlite_synchronous, secure_delete=True)
-        opened.callback(ctx.writer.close)
-        ctx.store = SqliteStore(ctx.db, ctx.writer)  # closing it closes the connection
-        opened.callback(ctx.store.close)
-        # One worker counts exactly in memory; several share counters through SQLite.
-        window = settings.rate_window_seconds
-        ctx.limiter = (
-            SharedRateLimiter(SqliteWindowCounters(settings.ratelimit_db), window)
-            if settings.workers > 1
-            else MemoryRateLimiter(window)
-        )
-        opened.callback(ctx.limiter.close)
+    async with AsyncExitStack() as opened:  # a failed step closes what the earlier ones opened
+        # SQLite: writes through the group-commit thread; PostgreSQL: a pool shared by the loop
+        ctx.database = await open_operational(settings, group_commit=True)
+        opened.push_async_callback(ctx.database.aclose)
+        ctx.store = SqlStore(ctx.database)
+        ctx.limiter = await _open_limiter(ctx, opened)
         ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
         ctx.accounts = AccountService(
             ctx.store,
@@ -282,13 +287,13 @@ def _open_resources(app: QdayApp) -> None:
             settings.session_ttl_seconds,
             settings.rotation_grace_seconds,
         )
-        attestation_store = SqliteAttestationStore(ctx.db, ctx.writer)
+        attestation_store = SqlAttestationStore(ctx.database)
         ctx.pq_keys = PqKeyService(attestation_store, ctx.clock, secrets.challenge_key, settings.challenge_ttl_seconds)
         ctx.attestations = AttestationService(
             attestation_store, ctx.clock, settings.public_domain, settings.challenge_ttl_seconds
         )
         # Managed custody: without a usable backend the API still starts (CUS_004 on use).
-        ctx.managed = open_managed_custody(settings, SqliteManagedKeyStore(ctx.db, ctx.writer), ctx.clock, ctx.executor)
+        ctx.managed = open_managed_custody(settings, SqlManagedKeyStore(ctx.database), ctx.clock, ctx.executor)
         opened.callback(ctx.managed.close)
         ctx.purge_loop = PurgeLoop(ctx.managed, settings.purge_interval_seconds)
         opened.callback(ctx.purge_loop.close)
@@ -311,7 +316,7 @@ async def _open_chain_access(app: QdayApp) -> None:
         for client in ctx.chain_clients[env].values():
             ctx.aclosing.push_async_callback(client.aclose)
         prices[env] = PriceOracle([ChainlinkPrices.from_endpoints(settings.chains[env], ctx.http), static])
-    store = SqliteScanStore(ctx.db, ctx.writer)
+    store = SqlScanStore(ctx.database)
     index = ExposureIndex(BitcoinIndexStore(settings.analytics_dir))
     observer = ChainObserver(ctx.chain_clients, settings.family_chains, settings.family_wait_seconds, index)
     scan_prices = ScanPrices(prices, settings.chains)
@@ -331,8 +336,8 @@ async def _close_chain_access(app: QdayApp) -> None:
     await app.ctx.aclosing.aclose()
 
 
-def _close_resources(app: QdayApp) -> None:
-    app.ctx.closing.close()
+async def _close_resources(app: QdayApp) -> None:
+    await app.ctx.closing.aclose()
 
 
 def create_app(settings: Settings, clock: Clock | None = None, passwords: Passwords | None = None) -> QdayApp:
@@ -370,12 +375,12 @@ def create_app(settings: Settings, clock: Clock | None = None, passwords: Passwo
 
     @app.before_server_start
     async def _start(app: QdayApp, *_: Any) -> None:
-        _open_resources(app)
+        await _open_resources(app)
         await _open_chain_access(app)
 
     @app.after_server_stop
     async def _stop(app: QdayApp, *_: Any) -> None:
         await _close_chain_access(app)
-        _close_resources(app)
+        await _close_resources(app)
 
     return app

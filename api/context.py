@@ -2,7 +2,7 @@
 
 ``AppContext`` is what one app holds: what it is built with (settings, clock,
 password hasher, the OpenAPI document) and what it opens when the server starts (the
-store, its writer, the services over them, the chain clients). ``RequestContext`` is
+operational database, the services over it, the chain clients). ``RequestContext`` is
 what the middleware learns of one request. ``QdayRequest`` types both for handlers:
 ``request.app.ctx.accounts`` and ``request.ctx.principal`` are checked.
 """
@@ -10,7 +10,7 @@ what the middleware learns of one request. ``QdayRequest`` types both for handle
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AsyncExitStack, ExitStack
+from contextlib import AsyncExitStack
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
@@ -36,9 +36,8 @@ from services.passwords import Passwords
 from services.pq_keys import PqKeyService
 from services.scans import ScanService
 from services.settings import Settings
-from storage.group_commit import GroupCommitWriter
-from storage.sqlite import SqliteStore
-from storage.sqlite_db import Connection
+from storage.database import Database
+from storage.sql_accounts import SqlStore
 
 
 class AppContext:
@@ -52,9 +51,8 @@ class AppContext:
     """
 
     # opened at start (``api.app._open_resources``), closed through ``closing``
-    db: Connection
-    writer: GroupCommitWriter
-    store: SqliteStore
+    database: Database
+    store: SqlStore
     limiter: MemoryRateLimiter | SharedRateLimiter
     executor: ThreadPoolExecutor
     accounts: AccountService
@@ -81,7 +79,7 @@ class AppContext:
         self.version = version
         self.openapi_json = openapi_json
         self.docs_html = docs_html
-        self.closing = ExitStack()
+        self.closing = AsyncExitStack()
         self.aclosing = AsyncExitStack()
 
 

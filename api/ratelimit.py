@@ -113,12 +113,10 @@ class Decision:
 class RateLimiter(Protocol):
     """Counts requests per bucket and window."""
 
-    def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
+    async def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
         """Admit one request when every bucket (distinct names) is below ``limit``, and then
         count it in all of them; a refused request is counted in none."""
-
-    def close(self) -> None:
-        """Release resources."""
+        ...
 
 
 def _window_start(now: float, window_seconds: int) -> int:
@@ -147,7 +145,7 @@ class MemoryRateLimiter:
         self._start = 0
         self._counts: dict[str, int] = {}
 
-    def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
+    async def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
         """Admit one request when every bucket is below ``limit``, and then count it in all of them."""
         start = _window_start(now, self._window)
         if start != self._start:
@@ -159,24 +157,17 @@ class MemoryRateLimiter:
                 counts[bucket] = count + 1
         return _decision(before, limit, start + self._window)
 
-    def close(self) -> None:
-        """Nothing to release."""
-
 
 class SharedRateLimiter:
-    """Counters shared by every worker, kept by the store (``storage.repository.WindowCounters``):
-    exact across processes."""
+    """Counters shared by every worker and node, kept in a database
+    (``storage.repository.WindowCounters``): exact across processes and nodes."""
 
     def __init__(self, counters: WindowCounters, window_seconds: int = DEFAULT_WINDOW_SECONDS) -> None:
         self._window = _checked_window(window_seconds)
         self._counters = counters
 
-    def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
+    async def hit(self, buckets: tuple[str, ...], limit: int, now: float) -> Decision:
         """Admit one request when every bucket is below ``limit``, and then count it in all of them."""
         start = _window_start(now, self._window)
-        before = self._counters.admit(buckets, start, limit, prune_before=start - self._window)
+        before = await self._counters.admit(buckets, start, limit, prune_before=start - self._window)
         return _decision(before, limit, start + self._window)
-
-    def close(self) -> None:
-        """Release the counters."""
-        self._counters.close()

@@ -47,11 +47,10 @@ from services.custody.backend import binding_for
 from services.custody.lifecycle import ManagedCustodyService
 from services.custody.pkcs11 import SOFTHSM_MODULE
 from services.custody.softhsm import SoftHsmLayout, open_softhsm
-from storage.group_commit import GroupCommitWriter
-from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.models import Account, Plan
-from storage.sqlite import SqliteStore
-from storage.sqlite_db import open_database
+from storage.sql_accounts import SqlStore
+from storage.sql_managed_keys import SqlManagedKeyStore
+from storage.sqlite_engine import SqliteDatabase
 
 ROUNDS = 5
 SECONDS = 1.5
@@ -134,12 +133,11 @@ def measure(rounds: int = ROUNDS, http: bool = False) -> list[Figure]:
         made = backend.create(ALGORITHM, binding)
         seed = bytes(backend._unwrap(made.key_ref, binding))  # the raw baseline signs with the same seed
 
-        conn = open_database(work / "qday.sqlite")
+        db = SqliteDatabase(work / "qday.sqlite", group_commit=True)
         account = Account("usr_bench", "bench@example.com", None, Plan.ENTERPRISE, datetime.now(UTC))
-        asyncio.run(SqliteStore(conn).create_account(account, "x"))
+        asyncio.run(SqlStore(db).create_account(account, "x"))
         principal = Principal(account, "secret", "key_bench_cred", Environment.LIVE)
-        writer = GroupCommitWriter(work / "qday.sqlite")
-        store = SqliteManagedKeyStore(conn, writer)
+        store = SqlManagedKeyStore(db)
         executor = ThreadPoolExecutor(max_workers=4)
         inline = ManagedCustodyService(store, backend, SystemClock())
         pooled = ManagedCustodyService(store, backend, SystemClock(), executor)
@@ -163,8 +161,7 @@ def measure(rounds: int = ROUNDS, http: bool = False) -> list[Figure]:
             rows["HTTP, 1 worker"] = _http_rate(work, 3)
             print(f"HTTP rounds: {', '.join(f'{r:,.0f}/s' for r in rows['HTTP, 1 worker'])}", flush=True)
         executor.shutdown()
-        writer.close()
-        conn.close()
+        db.close()
         backend.close()
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -110,15 +110,19 @@ def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> Non
         StaticPriceResource,
     )
     from storage.models import Account, Plan
-    from storage.sqlite import SqliteStore
-    from storage.sqlite_db import open_database, ts
+    from storage.sql import ts
+    from storage.sql_accounts import SqlStore
+    from storage.sqlite_db import open_connection
+    from storage.sqlite_engine import SqliteDatabase
 
     logging.getLogger("dagster").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory(prefix="bench-rescore-") as tmp:
         root = Path(tmp)
-        conn = open_database(root / "qday.sqlite", "NORMAL")
+        db = SqliteDatabase(root / "qday.sqlite", "NORMAL")
         account = Account(new_id("usr"), "bench@example.com", None, Plan.FREE, datetime.now(UTC))
-        asyncio.run(SqliteStore(conn).create_account(account, "x"))
+        asyncio.run(SqlStore(db).create_account(account, "x"))
+        db.close()
+        conn = open_connection(root / "qday.sqlite", "NORMAL")
         conn.execute("BEGIN IMMEDIATE")
         now = ts(datetime.now(UTC))
         conn.executemany(
@@ -151,7 +155,9 @@ def run_one(url: str, chain_id: int, count: int, seed: int, results: Any) -> Non
             for e in result.all_events
             if e.event_type_value == "STEP_SUCCESS"
         }
-        published = open_database(root / "qday.sqlite").execute("SELECT count(*) FROM scan_results").fetchone()[0]
+        conn = open_connection(root / "qday.sqlite")
+        published = conn.execute("SELECT count(*) FROM scan_results").fetchone()[0]
+        conn.close()
         peak = _rss_mb()
     print(f"  [N={count}] raw round trip…", flush=True)
     raw = asyncio.run(raw_round_trip(url, _addresses(count, seed)))

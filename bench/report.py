@@ -45,6 +45,7 @@ BENCHES = (
     "bench_bitcoin_index",
     "bench_bip32",
     "bench_wallet",
+    "bench_nodes",
 )
 _COMPARE = {">=": operator.ge, "<=": operator.le}
 

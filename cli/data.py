@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:  # imported lazily at run time: `qday --help` stays fast
     from services.settings import Settings
+    from storage.models import Account
 
 SettingsLoader = Callable[[argparse.Namespace], "Settings"]
 
@@ -27,10 +28,12 @@ def add_commands(sub: argparse._SubParsersAction, common: argparse.ArgumentParse
     sql = sub.add_parser(
         "sql",
         parents=[common],
-        help="query the analytics tables (DuckDB over Parquet)",
+        help="query the analytics tables (DuckDB over Parquet) and the operational tables",
         description="Open a DuckDB session with the analytics views (watchlist, "
         "address_observations, address_risk, address_risk_latest, key_exposure, "
-        "chain_readiness, ...). See docs/analytics.md.",
+        "chain_readiness, ...) and a snapshot of the operational tables in schema ops "
+        "(ops.watchlist, ops.scan_results, ...; from PostgreSQL with QDAY_DATABASE_URL). "
+        "See docs/analytics.md.",
     )
     sql.add_argument("-c", "--command", dest="sql", help="run one query and print CSV to stdout")
     sql.add_argument(
@@ -131,7 +134,8 @@ def run_csv(con, sql: str, out: TextIO, chunk: int = 10_000) -> int:
 REPL_HELP = """Statements end with ';'. Commands: .tables  .schema VIEW  .help  .quit
 Views: watchlist, address_observations, native_prices, address_risk, address_risk_latest,
 key_exposure, key_exposure_latest, chain_readiness, chain_readiness_latest, watchlist_exports
-(docs/analytics.md)."""
+(docs/analytics.md). Operational tables (a snapshot taken at start): ops.accounts,
+ops.watchlist, ops.watched_descriptors, ops.scan_results, ops.api_keys, ops.managed_keys, ..."""
 
 
 class Repl:
@@ -153,13 +157,14 @@ class Repl:
             print(REPL_HELP, file=self.out)
         elif name == ".tables":
             self.statement(
-                "SELECT table_name AS name, table_type AS type FROM information_schema.tables ORDER BY table_name"
+                "SELECT CASE WHEN table_schema = 'main' THEN table_name ELSE table_schema || '.' || table_name END"
+                " AS name, table_type AS type FROM information_schema.tables ORDER BY table_schema, table_name"
             )
         elif name == ".schema" and arg.strip():
-            view = arg.strip().rstrip(";").replace("'", "''")
+            schema, _, view = arg.strip().rstrip(";").replace("'", "''").rpartition(".")
             self.statement(
                 f"SELECT column_name, data_type FROM information_schema.columns WHERE table_name = '{view}'"
-                " ORDER BY ordinal_position"
+                f" AND table_schema = '{schema or 'main'}' ORDER BY ordinal_position"
             )
         else:
             print(f"unknown command {name!r}; try .help", file=self.err)
@@ -228,6 +233,25 @@ def _split_statements(con, text: str) -> list[str]:
         return [text]
 
 
+def _copy_operational(settings: Settings, con: Any) -> int | None:
+    """The operational tables into schema ``ops`` of the session (``storage.operational_snapshot``),
+    from PostgreSQL or the SQLite file; None when this data directory has no store yet."""
+    import tempfile
+
+    from services.operational import operational
+    from storage.operational_snapshot import copy_operational
+
+    if not settings.database_url and not settings.operational_db.is_file():
+        return None
+
+    async def copy(folder: Path) -> int:
+        async with operational(settings) as db:
+            return await copy_operational(db, con, folder)
+
+    with tempfile.TemporaryDirectory(prefix="qday-sql-") as folder:  # owner-only: rows hold e-mail addresses
+        return asyncio.run(copy(Path(folder)))
+
+
 def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
     """``qday sql``: a shell, one query to CSV, or a views-only catalog file."""
     from pipelines.definitions import analytics_dir
@@ -240,6 +264,7 @@ def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     con = store.connect()
     try:
+        copied = _copy_operational(settings, con)
         if args.sql is not None:
             try:
                 run_csv(con, args.sql, sys.stdout)
@@ -250,6 +275,8 @@ def cmd_sql(args: argparse.Namespace, settings: Settings) -> int:
         interactive = sys.stdin.isatty()
         if interactive:
             print(f"data: {settings.data_dir.resolve()}")
+            if copied is not None:
+                print(f"ops.*: the operational tables as of now ({copied} rows; a snapshot, secrets left out)")
             try:
                 import readline  # noqa: F401  (line editing and history for input())
             except ImportError:
@@ -316,10 +343,10 @@ async def import_watchlist(
 def cmd_watch_import(args: argparse.Namespace, settings: Settings) -> int:
     """``qday watch import``: exit 0 when every row was imported (or already watched), 1 when
     some rows were rejected (the good ones are imported all the same), 2 on a usage error."""
+    from services.operational import operational
     from services.scans import watch_within_cap
-    from storage.scans_sqlite import SqliteScanStore
-    from storage.sqlite import SqliteStore
-    from storage.sqlite_db import open_database
+    from storage.sql_accounts import SqlStore
+    from storage.sql_scans import SqlScanStore
 
     try:
         text = args.file.read_text(encoding="utf-8-sig")
@@ -337,26 +364,28 @@ def cmd_watch_import(args: argparse.Namespace, settings: Settings) -> int:
         )
         return 2
     reader.fieldnames = header
-    conn = open_database(settings.operational_db, settings.sqlite_synchronous)
-    try:
-        found = SqliteStore(conn).account_by_email(args.account.strip().lower())
-        if found is None:
-            print(f"qday watch import: no account {args.account}", file=sys.stderr)
-            return 2
-        account = found[0]
-        rows = ((reader.line_num, row) for row in reader)
-        store = SqliteScanStore(conn)
-        imported, existing, rejected = asyncio.run(
-            import_watchlist(
-                rows,
+
+    async def run() -> tuple[Account, list[tuple[int, str]], int, list[tuple[int, str]]] | None:
+        async with operational(settings) as db:
+            found = await SqlStore(db).account_by_email(args.account.strip().lower())
+            if found is None:
+                return None
+            account = found[0]
+            store = SqlScanStore(db)
+            imported, existing, rejected = await import_watchlist(
+                ((reader.line_num, row) for row in reader),
                 account_id=account.id,
                 environment=args.environment,
                 watch=lambda entry: watch_within_cap(store, entry, account.plan, settings.enterprise_watch_cap),
                 now=lambda: datetime.now(UTC),
             )
-        )
-    finally:
-        conn.close()
+            return account, imported, existing, rejected
+
+    outcome = asyncio.run(run())
+    if outcome is None:
+        print(f"qday watch import: no account {args.account}", file=sys.stderr)
+        return 2
+    account, imported, existing, rejected = outcome
     for line, reason in rejected:
         print(f"{args.file}:{line}: {reason}", file=sys.stderr)
     print(

@@ -30,7 +30,7 @@ from typing import Any
 from core.clock import Clock, SystemClock
 from services.settings import Settings, SettingsError, load_settings
 from storage.errors import StorageError
-from storage.models import Plan
+from storage.models import Account, Plan
 from storage.sqlite_db import PRIVATE_UMASK
 
 CHECKOUT = Path(__file__).resolve().parent.parent
@@ -86,7 +86,7 @@ def _settings(args: argparse.Namespace) -> Settings:
     if args.command in _READS_A_STORE:
         root = settings.data_dir.resolve()
         analytics = args.command == "sql" and (root / "analytics").is_dir()
-        if not settings.operational_db.is_file() and not analytics:
+        if not settings.database_url and not settings.operational_db.is_file() and not analytics:
             raise SettingsError(
                 f"no qday data in {root} (no {settings.operational_db.name}): pass --data-dir or set "
                 "QDAY_DATA_DIR to the data directory of the service (qday up, make run)"
@@ -128,21 +128,30 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 
 def _cmd_set_plan(args: argparse.Namespace) -> int:
+    from services.operational import operational
     from storage.errors import AccountNotFound
-    from storage.sqlite import SqliteStore
-    from storage.sqlite_db import open_database
+    from storage.sql_accounts import SqlStore
 
     settings = _settings(args)
-    store = SqliteStore(open_database(settings.operational_db, settings.sqlite_synchronous))
+
+    async def set_plan() -> Account:
+        async with operational(settings) as db:
+            return await SqlStore(db).set_plan(args.email.lower(), Plan(args.plan))
+
     try:
-        account = store.set_plan(args.email.lower(), Plan(args.plan))
+        account = asyncio.run(set_plan())
     except AccountNotFound as exc:
-        print(f"qday: {exc} (data: {settings.data_dir.resolve()})", file=sys.stderr)
+        print(f"qday: {exc} ({_where(settings)})", file=sys.stderr)
         return 2
-    finally:
-        store.close()
-    print(f"{account.email} ({account.id}) is now on plan {account.plan.value} (data: {settings.data_dir.resolve()})")
+    print(f"{account.email} ({account.id}) is now on plan {account.plan.value} ({_where(settings)})")
     return 0
+
+
+def _where(settings: Settings) -> str:
+    """Which operational store a command used, for its messages (never the URL's password)."""
+    if settings.database_url:
+        return "database: PostgreSQL"
+    return f"data: {settings.data_dir.resolve()}"
 
 
 def purge_due_keys(settings: Settings, clock: Clock | None = None) -> list[str]:
@@ -150,16 +159,16 @@ def purge_due_keys(settings: Settings, clock: Clock | None = None) -> list[str]:
     server (``qday admin purge-keys``, a scheduler). The embedded backend keeps
     nothing per key on the token, so this needs only the store."""
     from services.custody.lifecycle import ManagedCustodyService
-    from storage.managed_keys_sqlite import SqliteManagedKeyStore
-    from storage.sqlite_db import open_database
+    from services.operational import operational
+    from storage.sql_managed_keys import SqlManagedKeyStore
 
-    conn = open_database(settings.operational_db, settings.sqlite_synchronous)
-    try:
-        store = SqliteManagedKeyStore(conn)
-        service = ManagedCustodyService(store, None, clock or SystemClock(), None, settings.deletion_wait_days)
-        return asyncio.run(service.purge_due(limit=100_000))
-    finally:
-        conn.close()
+    async def purge() -> list[str]:
+        async with operational(settings) as db:
+            store = SqlManagedKeyStore(db)
+            service = ManagedCustodyService(store, None, clock or SystemClock(), None, settings.deletion_wait_days)
+            return await service.purge_due(limit=100_000)
+
+    return asyncio.run(purge())
 
 
 def _cmd_purge_keys(args: argparse.Namespace) -> int:

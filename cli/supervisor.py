@@ -23,6 +23,11 @@ next to the data they describe, never in the repository. Its ``dagster.yaml`` is
 from the repository's ``dagster_home/dagster.yaml`` (telemetry off, queued runs, one run
 per partition at a time), or written from the embedded copy below when the package is
 installed without the repository.
+
+With ``QDAY_DATABASE_URL`` (PostgreSQL), Dagster's run, event-log and schedule storage move
+to that database (schema ``dagster``), so daemons, webservers and run workers on other
+machines share one instance; runs left unfinished are then failed by the daemon's run
+monitoring only, since a process id on this machine says nothing about a run elsewhere.
 """
 
 from __future__ import annotations
@@ -40,8 +45,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from cli.ports import Port, busy
+from storage.errors import StorageError
 
 if TYPE_CHECKING:
     from services.settings import Settings
@@ -92,13 +99,49 @@ ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-
 """Terminal escape sequences (colours, cursor moves, titles)."""
 
 
-def prepare_dagster_home(data_dir: Path) -> Path:
-    """``<data_dir>/dagster`` with ``dagster.yaml`` (from the repository, else embedded)
-    and ``workspace.yaml``; returns its path."""
+#: Dagster's run, event-log and schedule storage on the operational PostgreSQL database,
+#: in a schema of its own (``DAGSTER_SCHEMA``); the URL comes from the environment, so its
+#: password is never written to a file.
+POSTGRES_STORAGE = """
+# Written by `qday up` because QDAY_DATABASE_URL is set: runs, event logs and schedules
+# live in PostgreSQL (schema "dagster"), shared by every daemon, webserver and run worker
+# pointed at it, wherever they run (docs/deployment.md).
+storage:
+  postgres:
+    postgres_url:
+      env: QDAY_DAGSTER_POSTGRES_URL
+"""
+DAGSTER_SCHEMA = "dagster"
+
+
+def dagster_postgres_url(database_url: str) -> str:
+    """The URL Dagster's storage uses: the operational database, its tables in the
+    ``dagster`` schema (``search_path``), apart from qday's own, through psycopg2 (Dagster
+    binds ``NOTIFY`` parameters client-side, which SQLAlchemy's default driver, psycopg 3,
+    does not)."""
+    parts = urlsplit(database_url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "options"]
+    query.append(("options", f"-c search_path={DAGSTER_SCHEMA}"))
+    return urlunsplit(parts._replace(scheme="postgresql+psycopg2", query=urlencode(query, quote_via=quote)))
+
+
+def create_dagster_schema(database_url: str) -> None:
+    """Create the ``dagster`` schema when missing (Dagster creates its tables in it)."""
+    from storage.postgres_db import create_schema
+
+    create_schema(database_url, DAGSTER_SCHEMA)
+
+
+def prepare_dagster_home(data_dir: Path, postgres: bool = False) -> Path:
+    """``<data_dir>/dagster`` with ``dagster.yaml`` (from the repository, else embedded; with
+    ``postgres``, the storage on PostgreSQL: ``POSTGRES_STORAGE``) and ``workspace.yaml``;
+    returns its path."""
     home = data_dir.resolve() / "dagster"
     home.mkdir(parents=True, exist_ok=True)
     source = REPO_DAGSTER_HOME / "dagster.yaml"
     instance = source.read_text(encoding="utf-8") if source.is_file() else EMBEDDED_INSTANCE
+    if postgres:
+        instance += POSTGRES_STORAGE
     _write_if_changed(home / "dagster.yaml", instance)
     _write_if_changed(home / "workspace.yaml", WORKSPACE.format(root=REPO_DAGSTER_HOME.parent))
     return home
@@ -318,6 +361,9 @@ def stack_environment(settings: Settings, config: Path | None, dagster_home: Pat
     env = dict(os.environ)
     env["DAGSTER_HOME"] = str(dagster_home)
     env["QDAY_DATA_DIR"] = str(settings.data_dir.resolve())
+    if settings.database_url:  # the API, the pipelines and Dagster's storage: one database
+        env["QDAY_DATABASE_URL"] = settings.database_url
+        env["QDAY_DAGSTER_POSTGRES_URL"] = dagster_postgres_url(settings.database_url)
     if config is not None:
         env["QDAY_CONFIG"] = str(config.resolve())
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -438,7 +484,14 @@ def run_stack(
     if blocked:
         print(f"qday up: {blocked}", file=sys.stderr)
         return CONFIGURATION_ERROR
-    home = prepare_dagster_home(settings.data_dir)
+    postgres = bool(settings.database_url)
+    if postgres:
+        try:
+            create_dagster_schema(settings.database_url)
+        except StorageError as exc:
+            print(f"qday up: {exc}", file=sys.stderr)
+            return CONFIGURATION_ERROR
+    home = prepare_dagster_home(settings.data_dir, postgres)
     supervisor = Supervisor(
         stack_children(settings, config, home, dagster_port, anvil, anvil_port),
         stack_environment(settings, config, home),
@@ -452,7 +505,8 @@ def run_stack(
         f"DAGSTER_HOME={home}"
     )
     try:
-        _fail_orphans_in_child(home, supervisor.say)
+        if not postgres:  # a shared instance's runs may belong to other machines: run monitoring fails those
+            _fail_orphans_in_child(home, supervisor.say)
         return supervisor.run()
     finally:
         for sig, handler in previous.items():

@@ -204,7 +204,7 @@ def watched_addresses(
     if not observe_now(day, target, now.date()):
         return _kept(context, target)
     with operational_store.open(writer=False) as op, store.writer("watchlist", target) as writer:
-        rows, distinct = export_watchlist(op.scans, chain, writer, Batch(day, DAILY, context.run.run_id), now)
+        rows, distinct = export_watchlist(op, chain, writer, Batch(day, DAILY, context.run.run_id), now)
     return MaterializeResult(
         metadata={"rows": rows, "distinct_addresses": distinct, "path": MetadataValue.path(str(target))}
     )
@@ -236,7 +236,7 @@ def family_targets(
         operational_store.open(writer=False) as op,
         store.writer("family_targets", target, sort_by=FAMILY_TARGET_ORDER) as writer,
     ):
-        read, invalid = export_family_targets(op.scans, chain, writer, batch, sources=sources)
+        read, invalid = export_family_targets(op, chain, writer, batch, sources=sources)
     return MaterializeResult(
         metadata={
             "rows": writer.rows,

@@ -2,7 +2,8 @@
 
 ``build_definitions`` wires the assets, checks, jobs, schedules and sensors to resources
 built from the qday settings (``QDAY_*`` variables and ``QDAY_CONFIG``, as for the API):
-the operational SQLite file and the analytics folder of ``data_dir``, the chain
+the operational store (PostgreSQL at ``database_url``, else the SQLite file of
+``data_dir``) and the analytics folder of ``data_dir``, the chain
 endpoints of the ``[chains]`` table and the chains looked up for key families
 (``family_chains``), and the wall clock. Tests pass other resources (snapshots, fixed
 prices, a stopped clock).
@@ -10,9 +11,10 @@ prices, a stopped clock).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from dagster import Definitions, definitions, in_process_executor
+from dagster import Definitions, EnvVar, definitions, in_process_executor
 
 from pipelines.assets import ALL_ASSETS, ALL_CHECKS
 from pipelines.automation import (
@@ -41,6 +43,15 @@ from pipelines.wallets import wallets_job, wallets_schedule, watched_wallets
 from services.settings import Settings, load_settings
 
 
+def _database_url(settings: Settings) -> str | EnvVar:
+    """The PostgreSQL URL for the operational store resource: read from the environment at
+    run time when that is where it came from, so its password never shows in Dagster's
+    run configuration."""
+    if settings.database_url and os.environ.get("QDAY_DATABASE_URL") == settings.database_url:
+        return EnvVar("QDAY_DATABASE_URL")
+    return settings.database_url
+
+
 def analytics_dir(settings: Settings) -> Path:
     """The analytics folder of a data directory."""
     return settings.analytics_dir
@@ -63,6 +74,7 @@ def build_definitions(
         "prices": prices or OraclePriceResource(),
         "operational_store": OperationalStoreResource(
             database=str(settings.operational_db.resolve()),
+            database_url=_database_url(settings),
             synchronous=settings.sqlite_synchronous,
             enterprise_watch_cap=settings.enterprise_watch_cap,
         ),

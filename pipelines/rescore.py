@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from itertools import groupby
 from pathlib import Path
+from typing import Protocol
 
 import polars as pl
 
@@ -51,10 +52,11 @@ from scoring.risk import SCORE_COLUMN
 from services.exposure_index import IndexAnswer
 from services.observer import limits_of
 from storage.analytics import TABLES, ParquetFileWriter, conform
+from storage.database import Row
 from storage.models import ScanResult, WatchedAddress
 from storage.repository import ScanStore
 from storage.scan_records import scan_result
-from storage.scans_sqlite import WATCH_EXPORT_COLUMNS
+from storage.sql_scans import WATCH_EXPORT_COLUMNS
 
 DAILY = "daily"
 NEW = "new"
@@ -90,8 +92,17 @@ def _watch_frame(rows: Sequence[tuple], batch: Batch, exported_at: datetime) -> 
     )
 
 
+class WatchExport(Protocol):
+    """What the exports read the watch list from (``pipelines.resources.OperationalStore``)."""
+
+    def export_watchlist(self, chain: str, chunk: int) -> Generator[list[Row], None, None]:
+        """Every tenant's entries on ``chain`` in (environment, address, account) order,
+        ``chunk`` rows at a time, as one snapshot; closing the generator ends the read."""
+        ...
+
+
 def export_watchlist(
-    scans: ScanStore,
+    scans: WatchExport,
     chain: Chain,
     writer: ParquetFileWriter,
     batch: Batch,
@@ -167,7 +178,7 @@ def family_target_rows(
 
 
 def export_family_targets(
-    scans: ScanStore,
+    scans: WatchExport,
     chain: Chain,
     writer: ParquetFileWriter,
     batch: Batch,
@@ -611,20 +622,12 @@ def records_for(
     return records
 
 
-def fresher_elsewhere(store: ScanStore, record: ScanResult) -> bool:
-    """True when the stored result was computed from newer chain data (e.g. an API
-    refresh after this run observed the address): publishing would move it back."""
-    stored = store.latest_result(record.account_id, record.environment, record.chain, record.address)
-    return stored is not None and stored.data_as_of > record.data_as_of
-
-
 async def publish(store: ScanStore, records: list[ScanResult]) -> tuple[int, int]:
-    """Save ``records`` in one group commit, skipping those a fresher result supersedes;
-    returns (saved, skipped)."""
-    keep = [r for r in records if not fresher_elsewhere(store, r)]
-    if keep:
-        await store.save_results(keep)
-    return len(keep), len(records) - len(keep)
+    """Save ``records`` in one transaction (a group commit on SQLite); a stored result
+    computed from newer chain data (an API refresh after this run observed the address)
+    is kept. Returns (saved, skipped)."""
+    saved = await store.save_results(records) if records else 0
+    return saved, len(records) - saved
 
 
 def watchers_in_range(watch_file: Path, risk: pl.DataFrame) -> pl.DataFrame:

@@ -16,8 +16,8 @@ step Dagster retries after an outage starts with fresh clients.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine, Generator, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -54,8 +54,10 @@ from services.exposure_index import ExposureIndex
 from services.observer import ChainObserver
 from services.settings import load_settings
 from storage.analytics import AnalyticsStore
+from storage.database import Database, Row
+from storage.engines import open_database
 from storage.models import ScanResult, WatchedAddress
-from storage.scans_sqlite import SqliteScanStore, open_scan_store
+from storage.sql_scans import SqlScanStore
 
 
 def configured_endpoints(config_file: str | None) -> ChainEndpoints:
@@ -120,6 +122,11 @@ class ChainDataClient:
         clients = {env: self._source.clients(env) for env in Environment}
         family = self._family_chains if self._family_chains is not None else [c.value for c in Chain]
         return ChainObserver(clients, family, wait_seconds, index)
+
+    @property
+    def loop(self) -> LoopThread:
+        """The event-loop thread this client's HTTP clients live on."""
+        return self._loop
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
         """Run ``coro`` on this client's event loop (where its HTTP clients live)."""
@@ -256,50 +263,74 @@ class StaticPriceResource(PriceResource):
 
 
 class OperationalStore:
-    """An open scan store on the operational SQLite file (from
-    ``OperationalStoreResource.open``); its async writes run on the client's own loop."""
+    """An open scan store on the operational database (from ``OperationalStoreResource.open``),
+    whose calls run on the store's own event-loop thread (where its connections live)."""
 
-    def __init__(self, scans: SqliteScanStore, loop: LoopThread | None) -> None:
-        self.scans = scans
+    def __init__(self, db: Database, loop: LoopThread, writable: bool = True) -> None:
+        self.scans = SqlScanStore(db)
         self._loop = loop
+        self._writable = writable
 
     def watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
         """Every tenant's watched addresses, optionally only those added after a time."""
-        return self.scans.all_watched(created_after=created_after)
+        return self.run(self.scans.all_watched(created_after=created_after))
+
+    def export_watchlist(self, chain: str, chunk: int) -> Generator[list[Row], None, None]:
+        """Every tenant's entries on ``chain``, ``chunk`` rows at a time, read as one snapshot
+        (``SqlScanStore.export_watchlist``); closing the generator ends the read."""
+        stream = self.scans.export_watchlist(chain, chunk)
+
+        async def next_chunk() -> list[Row] | None:
+            return await anext(stream, None)
+
+        try:
+            while (rows := self.run(next_chunk())) is not None:
+                yield rows
+        finally:
+            self.run(stream.aclose())
 
     def publish(self, records: list[ScanResult]) -> tuple[int, int]:
-        """Save ``records`` in one group commit, skipping those a fresher stored result
-        supersedes (``pipelines.rescore.publish``); returns (saved, skipped)."""
+        """Save ``records`` in one transaction, keeping stored results of newer chain data
+        (``pipelines.rescore.publish``); returns (saved, skipped). ``RuntimeError`` on a store
+        opened for reading (``writer=False``: the exports and the sensor publish nothing)."""
+        if not self._writable:
+            raise RuntimeError("this operational store was opened read-only (writer=False)")
         return self.run(publish(self.scans, records))
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run a write of this store (its group-commit writer) on its event loop."""
-        if self._loop is None:
-            coro.close()
-            raise RuntimeError("this operational store was opened read-only (writer=False)")
+        """Run a call of this store on its event loop and return its result."""
         return self._loop.run(coro)
 
 
 class OperationalStoreResource(ConfigurableResource):
-    """The operational SQLite file (``<data_dir>/qday.sqlite``), shared with the API (WAL)."""
+    """The operational database the API uses: PostgreSQL at ``database_url``, else the SQLite
+    file (``<data_dir>/qday.sqlite``, shared with the API in WAL mode)."""
 
     database: str
+    database_url: str = Field(default="", description="QDAY_DATABASE_URL: PostgreSQL instead of the SQLite file.")
     synchronous: str = "FULL"
     enterprise_watch_cap: int = Field(
         default=DEFAULT_ENTERPRISE_WATCH_CAP, description="The enterprise plan's watch cap (QDAY_ENTERPRISE_WATCH_CAP)."
     )
 
     @contextmanager
-    def open(self, writer: bool = True) -> Iterator[OperationalStore]:
-        """A connection (migrations applied) and a scan store whose ``save_results`` goes
-        through its own group-commit writer, driven from the client's event-loop thread
-        (``writer=False`` for read-only use: neither); all closed on exit."""
-        with open_scan_store(Path(self.database), self.synchronous, writer=writer) as scans:
-            if not writer:
-                yield OperationalStore(scans, None)
-                return
-            with LoopThread() as loop:
-                yield OperationalStore(scans, loop)
+    def open(self, writer: bool = True, loop: LoopThread | None = None) -> Iterator[OperationalStore]:
+        """The database (migrations applied) opened on an event-loop thread, and a scan
+        store over it; on SQLite, writes go through a group-commit writer thread
+        (``writer=False`` for read-only use: none, and ``publish`` refused). ``loop``: the thread of a client whose
+        coroutines use this store too (a chain-data client's), else one of its own. All
+        closed on exit."""
+
+        async def connect() -> Database:
+            return await open_database(self.database_url, Path(self.database), self.synchronous, group_commit=writer)
+
+        with ExitStack() as stack:
+            thread = loop or stack.enter_context(LoopThread())
+            db = thread.run(connect())
+            try:
+                yield OperationalStore(db, thread, writable=writer)
+            finally:
+                thread.run(db.aclose())
 
 
 # --- analytics folder -------------------------------------------------------------------

@@ -87,7 +87,8 @@ def watched_wallets(
     rows: list[dict[str, object]] = []
     failed: dict[str, str] = {}
     published = 0
-    with operational_store.open() as op, chain_data.open() as source, prices.open() as price_source:
+    # one loop: the wallet scans read the store (PostgreSQL connections belong to a loop)
+    with chain_data.open() as source, operational_store.open(loop=source.loop) as op, prices.open() as price_source:
         observer = source.observer(index, chain_data.family_wait_seconds)
         if observer is None:
             return MaterializeResult(metadata={"skipped": "the chain source is a snapshot: wallet scans need clients"})
@@ -97,7 +98,7 @@ def watched_wallets(
         scans = DescriptorScanService(op.scans, observer, known, clock)
         wallets = op.scans.descriptor_watch()
         watch = DescriptorWatchService(scans, wallets, clock, operational_store.enterprise_watch_cap)
-        for entry, plan in wallets.everyone():
+        for entry, plan in op.run(wallets.everyone()):
             try:
                 rescan = source.run(watch.rescan(entry, plan))
             except ChainError as exc:

@@ -66,6 +66,7 @@ class Principal:
     environment: Environment | None
     replaced_by: str | None = None
     grace_ends_at: datetime | None = None
+    session_expires_at: datetime | None = None  # a session token's own expiry
 
     @property
     def rate_key(self) -> str:
@@ -109,13 +110,13 @@ class AccountService:
         await self._store.create_account(account, password_hash)
         return account
 
-    def stored_password_hash(self, email: str) -> tuple[Account | None, str | None]:
+    async def stored_password_hash(self, email: str) -> tuple[Account | None, str | None]:
         """The account and password hash for a login attempt (both None when
         unknown, so the caller still spends one verification). An address with a
         control or bidirectional-override character is an ``InvalidRequest`` (REQ_001)."""
         clean_text(email, "email")
         try:
-            found = self._store.account_by_email(normalise_email(email))
+            found = await self._store.account_by_email(normalise_email(email))
         except InvalidRequest:  # not an email address: no such account
             found = None
         return (None, None) if found is None else found
@@ -126,17 +127,17 @@ class AccountService:
 
     # --- authentication -------------------------------------------------------------
 
-    def authenticate(self, credential: str | None) -> Principal:
+    async def authenticate(self, credential: str | None) -> Principal:
         """The principal behind a bearer credential; AUTH_001 for a missing,
         malformed, unknown or expired one, AUTH_002 for a deleted or rotated-out key."""
         if not credential:
             raise Unauthenticated("missing credential", reason="missing")
         now = self._clock.now()
         if self._sessions.looks_like_session(credential):
-            return self._session_principal(credential, now)
+            return await self._session_principal(credential, now)
         if not self._keys.looks_like_key(credential):
             raise Unauthenticated("malformed API key")
-        found = self._store.api_key_by_hash(self._keys.hash(credential))
+        found = await self._store.api_key_by_hash(self._keys.hash(credential))
         if found is None:
             raise Unauthenticated("unknown API key")
         key, account = found
@@ -153,15 +154,29 @@ class AccountService:
             return Principal(account, key.type.value, key.id, key.environment, key.replaced_by, key.expires_at)
         return Principal(account, key.type.value, key.id, key.environment)
 
-    def _session_principal(self, token: str, now: datetime) -> Principal:
+    async def _session_principal(self, token: str, now: datetime) -> Principal:
         try:
             session = self._sessions.verify(token, now)
         except InvalidSession as exc:
             raise Unauthenticated(f"invalid session token ({exc.reason})", reason=exc.reason) from None
-        account = self._store.account_by_id(session.account_id)
+        if await self._store.session_revoked(session.session_id):
+            raise Unauthenticated("invalid session token (logged out)", reason="logged out")
+        account = await self._store.account_by_id(session.account_id)
         if account is None:
             raise Unauthenticated("invalid session token (account no longer exists)")
-        return Principal(account, "session", session.session_id, None)
+        return Principal(account, "session", session.session_id, None, session_expires_at=session.expires_at)
+
+    async def logout(self, principal: Principal) -> None:
+        """End the caller's session now, on every worker and node (AUTH_003 for an API key:
+        keys are deleted, not logged out)."""
+        if principal.kind != "session" or principal.session_expires_at is None:
+            raise CredentialNotAllowed(
+                "logout ends a session: send the session token from POST /v1/auth/login (API keys are deleted"
+                " with DELETE /v1/auth/api-keys/{id})"
+            )
+        await self._store.revoke_session(
+            principal.credential_id, principal.account.id, self._clock.now(), principal.session_expires_at
+        )
 
     def _touch(self, key_id: str, now: datetime) -> None:
         last = self._last_touch.get(key_id)
@@ -215,18 +230,18 @@ class AccountService:
             raise cap_reached(API_KEYS, API_KEY_CAP, principal.account.plan)
         return key, generated.key
 
-    def list_keys(self, principal: Principal, page: PageRequest | None = None) -> Page[ApiKey]:
+    async def list_keys(self, principal: Principal, page: PageRequest | None = None) -> Page[ApiKey]:
         """A page of the caller's usable keys, oldest first (only its own environment's when
         called with a key); keys deleted or past their rotation grace period are not listed."""
         page = page or PageRequest()
         after = keyset_after(API_KEY_PAGES, page.cursor)
-        rows = self._store.list_api_keys(
+        rows = await self._store.list_api_keys(
             principal.account.id, principal.environment, self._clock.now(), after, page.limit + 1
         )
         return page_of(rows, page.limit, lambda k: keyset_cursor(API_KEY_PAGES, k.created_at, k.id))
 
-    def _own_key(self, principal: Principal, key_id: str) -> ApiKey:
-        key = self._store.get_api_key(principal.account.id, key_id)
+    async def _own_key(self, principal: Principal, key_id: str) -> ApiKey:
+        key = await self._store.get_api_key(principal.account.id, key_id)
         if key is None or key.deleted_at is not None:
             raise NotFound(f"no API key {key_id} on this account", id=key_id)
         self._check_environment(principal, key.environment)
@@ -235,7 +250,7 @@ class AccountService:
     async def delete_key(self, principal: Principal, key_id: str) -> None:
         """Delete one of the caller's keys, effective immediately and for good."""
         self._check_may_manage(principal)
-        self._own_key(principal, key_id)
+        await self._own_key(principal, key_id)
         if not await self._store.delete_api_key(principal.account.id, key_id, self._clock.now()):
             raise NotFound(f"no API key {key_id} on this account", id=key_id)
 
@@ -243,7 +258,7 @@ class AccountService:
         """Replace a key with a new one of the same name, type and environment; the
         old one keeps working for the grace period (24 h) and then stops."""
         self._check_may_manage(principal)
-        old = self._own_key(principal, key_id)
+        old = await self._own_key(principal, key_id)
         now = self._clock.now()
         if old.replaced_by is not None:
             raise AlreadyRotated(f"API key {key_id} was already rotated", replacedBy=old.replaced_by)

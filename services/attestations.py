@@ -136,8 +136,8 @@ class AttestationService:
         await self._store.add_challenge(challenge)
         return challenge
 
-    def _strict_challenge(self, principal: Principal, h: HybridInput) -> AttestationChallenge:
-        challenge = self._store.challenge_by_statement(
+    async def _strict_challenge(self, principal: Principal, h: HybridInput) -> AttestationChallenge:
+        challenge = await self._store.challenge_by_statement(
             principal.account.id, environment_of(principal), statement_hash(h.message)
         )
         if challenge is None:
@@ -169,7 +169,7 @@ class AttestationService:
                 "signature verification failed", ecdsaValid=result.ecdsa_valid, pqcValid=result.pqc_valid
             )
         env = environment_of(principal)
-        key = self._store.pq_key_by_fingerprint(
+        key = await self._store.pq_key_by_fingerprint(
             principal.account.id, env, h.algorithm.value, pqc.public_key_fingerprint(h.pqc_public_key)
         )
         if key is None:
@@ -178,7 +178,7 @@ class AttestationService:
                 f" {env.value} environment; generate or register it first",
                 field="pqcPublicKey",
             )
-        challenge = self._strict_challenge(principal, h) if strict else None
+        challenge = await self._strict_challenge(principal, h) if strict else None
         assert result.signer is not None
         now = self._clock.now()
         attestation = Attestation(
@@ -206,9 +206,9 @@ class AttestationService:
             raise StatementUsed("strict mode: this statement was already used or has expired", field="message")
         return attestation
 
-    def stored(self, principal: Principal, attestation_id: str) -> Attestation:
+    async def stored(self, principal: Principal, attestation_id: str) -> Attestation:
         """One of the caller's attestations in its environment (REQ_005 otherwise)."""
-        found = self._store.get_attestation(principal.account.id, environment_of(principal), attestation_id)
+        found = await self._store.get_attestation(principal.account.id, environment_of(principal), attestation_id)
         if found is None:
             raise NotFound(
                 f"no attestation {attestation_id[:40]} in this account and environment",

@@ -69,7 +69,7 @@ class DescriptorWatchService:
         env, wallet = self._scans.wallet(principal, text, "bitcoin")
         account = principal.account
         key = wallet_key(text, wallet)
-        existing = self._store.find(account.id, env, key)
+        existing = await self._store.find(account.id, env, key)
         if existing is not None:
             return existing
         answer, records = await self._scans.assess(env, wallet, gap_limit, account.id, "api")
@@ -94,11 +94,11 @@ class DescriptorWatchService:
         await self._scans.save(records)
         return stored
 
-    def watched(self, principal: Principal, page: PageRequest | None = None) -> Page[WatchedDescriptor]:
+    async def watched(self, principal: Principal, page: PageRequest | None = None) -> Page[WatchedDescriptor]:
         """A page of the caller's watched wallets, oldest first."""
         page = page or PageRequest()
         after = keyset_after(DESCRIPTOR_PAGES, page.cursor)
-        rows = self._store.page(principal.account.id, environment_of(principal), after, page.limit + 1)
+        rows = await self._store.page(principal.account.id, environment_of(principal), after, page.limit + 1)
         return page_of(rows, page.limit, lambda w: keyset_cursor(DESCRIPTOR_PAGES, w.created_at, w.id))
 
     async def unwatch(self, principal: Principal, entry_id: str) -> None:
@@ -111,7 +111,7 @@ class DescriptorWatchService:
         it besides the account's other watched addresses and wallets, scanned, summarised; the
         records are made by the pipeline (``source`` ``pipeline``)."""
         wallet = parse_wallet(entry.descriptor, entry.environment.network)
-        allowance = watch_cap(plan, self._enterprise_cap) - self._store.count_besides(entry)
+        allowance = watch_cap(plan, self._enterprise_cap) - await self._store.count_besides(entry)
         answer, records = await self._scans.assess(
             entry.environment, wallet, entry.gap_limit, entry.account_id, "pipeline", max(allowance, 0)
         )

@@ -97,7 +97,7 @@ class KeyScanService:
         chain_list = "*" if wanted is None else ",".join(sorted(c.value for c in wanted))
         subject = f"{SCORING_VERSION}:{key.compressed.hex()}/{chain_list}"  # older rules never answer
         now = self._clock.now()
-        stored = self._store.latest_key_result(principal.account.id, env, subject)
+        stored = await self._store.latest_key_result(principal.account.id, env, subject)
         if stored is not None and not refresh and now - stored.scanned_at < self._ttl:
             return KeyScanOutcome(stored.result, cached=True)
         places = [p for p in key_addresses(key, env.network) if wanted is None or p.chain in wanted]

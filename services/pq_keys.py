@@ -117,9 +117,9 @@ class PqKeyService:
         """Register a key whose possession was proven (idempotent)."""
         return await self._store.add_pq_key(self._pq_key(principal, algorithm, chain, public_key, KeyOrigin.REGISTERED))
 
-    def list_keys(self, principal: Principal, page: PageRequest | None = None) -> Page[PqKey]:
+    async def list_keys(self, principal: Principal, page: PageRequest | None = None) -> Page[PqKey]:
         """A page of the caller's registered keys in its environment, oldest first."""
         page = page or PageRequest()
         after = keyset_after(PQ_KEY_PAGES, page.cursor)
-        rows = self._store.list_pq_keys(principal.account.id, environment_of(principal), after, page.limit + 1)
+        rows = await self._store.list_pq_keys(principal.account.id, environment_of(principal), after, page.limit + 1)
         return page_of(rows, page.limit, lambda k: keyset_cursor(PQ_KEY_PAGES, k.created_at, k.id))

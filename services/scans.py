@@ -7,7 +7,9 @@ kept per tenant and environment (see docs/security.md for why not shared).
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -28,7 +30,7 @@ from services.errors import InvalidRequest, NotFound
 from services.observer import ChainObserver
 from services.pagination import Page, PageRequest, keyset_after, keyset_cursor, page_of
 from services.pricing import ScanPrices
-from storage.models import Plan, ScanResult, WatchedAddress
+from storage.models import Plan, ScanLease, ScanResult, WatchedAddress
 from storage.repository import ScanStore
 from storage.scan_records import scan_record
 
@@ -45,6 +47,11 @@ class ScanOutcome:
 MAX_LABEL_LENGTH = 200
 #: The tag of watch-list cursors (``services.pagination``).
 WATCHLIST_PAGES = "w"
+#: How long a scan's lease holds if its holder never releases it (a node died mid-scan):
+#: longer than a scan's chain budget, so a live holder never loses it.
+LEASE_TTL = timedelta(seconds=30)
+#: How often a request waiting for another's scan of the same address looks for its result.
+LEASE_POLL_SECONDS = 0.05
 
 
 @functools.lru_cache(maxsize=4096)
@@ -137,11 +144,13 @@ class ScanService:
         A fresh scan observes the address with the other addresses of its key family
         (``ChainObserver.family``): a key revealed anywhere makes it exposed, with the
         evidence and the chains seen in the result. SCAN_003 when neither the address nor
-        its key has left a trace."""
+        its key has left a trace. The same scan (tenant and address) asked of several
+        workers or nodes at once asks the chains once: the first takes a lease in the store,
+        the others wait for the result it stores (``ScanStore.take_lease``)."""
         env = environment_of(principal)
         target, text = _scan_target(address, chain, env)
         chain_id = target.chain
-        stored = self._store.latest_result(principal.account.id, env, chain_id.value, text)
+        stored = await self._store.latest_result(principal.account.id, env, chain_id.value, text)
         now = self._clock.now()
         if (
             stored is not None
@@ -150,14 +159,41 @@ class ScanService:
             and stored.scoring_version == SCORING_VERSION  # older rules, older fields: rescore
         ):
             return ScanOutcome(stored, cached=True)
-        observation, coverage = await self._observer.family(env, target)
-        if not observation.has_activity and not observation.evidence:
-            raise AddressNotFound(f"{text} has no activity on {chain_id.value}", chain=chain_id.value, address=text)
-        price = await self._prices.price(env, chain_id)
-        risk = score_observation(observation, price, self._readiness)
-        record = scan_record(observation, risk, principal.account.id, env, now, "api", coverage)
-        await self._store.save_results([record])
+        key = f"{principal.account.id}/{env.value}/{chain_id.value}/{text}"
+        holder = new_id("lease")
+        while (held := await self._store.take_lease(key, holder, now, LEASE_TTL)) is not None:
+            # Another worker or node is scanning this address for this tenant: take its result.
+            result = await self._result_of(held, principal.account.id, env, chain_id.value, text)
+            if result is not None:
+                return ScanOutcome(result, cached=True)
+            now = self._clock.now()  # it ended without one (the chain failed it): scan ourselves
+        try:
+            observation, coverage = await self._observer.family(env, target)
+            if not observation.has_activity and not observation.evidence:
+                raise AddressNotFound(f"{text} has no activity on {chain_id.value}", chain=chain_id.value, address=text)
+            price = await self._prices.price(env, chain_id)
+            risk = score_observation(observation, price, self._readiness)
+            record = scan_record(observation, risk, principal.account.id, env, now, "api", coverage)
+            await self._store.save_results([record])
+        finally:
+            await self._store.release_lease(key, holder)
         return ScanOutcome(record, cached=False)
+
+    async def _result_of(
+        self, held: ScanLease, account_id: str, env: Environment, chain: str, address: str
+    ) -> ScanResult | None:
+        """The result the holder of ``held`` stores, once it does (None when its lease ends
+        first: released without a result, or expired). Polled, bounded by the lease."""
+        deadline = time.monotonic() + (held.expires_at - held.taken_at).total_seconds()
+        while time.monotonic() < deadline:
+            stored = await self._store.latest_result(account_id, env, chain, address)
+            if stored is not None and stored.scanned_at >= held.taken_at:
+                return stored
+            if await self._store.lease(held.key) != held:
+                stored = await self._store.latest_result(account_id, env, chain, address)
+                return stored if stored is not None and stored.scanned_at >= held.taken_at else None
+            await asyncio.sleep(LEASE_POLL_SECONDS)
+        return None
 
     # --- watch list ---------------------------------------------------------------------
 
@@ -175,11 +211,11 @@ class ScanService:
         entry = watch_entry(account.id, environment_of(principal), address, chain, label, self._clock.now())
         return await watch_within_cap(self._store, entry, account.plan, enterprise_cap)
 
-    def watchlist(self, principal: Principal, page: PageRequest | None = None) -> Page[WatchedAddress]:
+    async def watchlist(self, principal: Principal, page: PageRequest | None = None) -> Page[WatchedAddress]:
         """A page of the caller's watched addresses, oldest first."""
         page = page or PageRequest()
         after = keyset_after(WATCHLIST_PAGES, page.cursor)
-        rows = self._store.watchlist(principal.account.id, environment_of(principal), after, page.limit + 1)
+        rows = await self._store.watchlist(principal.account.id, environment_of(principal), after, page.limit + 1)
         return page_of(rows, page.limit, lambda w: keyset_cursor(WATCHLIST_PAGES, w.created_at, w.id))
 
     async def unwatch(self, principal: Principal, entry_id: str) -> None:

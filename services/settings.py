@@ -57,6 +57,11 @@ class Settings:
     trusted_proxies: tuple[str, ...] = ()
     #: ``FULL`` survives power loss; ``NORMAL`` only process crashes.
     sqlite_synchronous: str = "FULL"
+    #: ``postgresql://user:password@host:port/db``: every operational table on PostgreSQL,
+    #: shared by several API nodes and the pipelines; empty: SQLite in ``data_dir``.
+    database_url: str = field(default="", repr=False)
+    #: Most PostgreSQL connections one process holds (plus one listening for changes).
+    database_pool_size: int = 10
     #: Where the Dagster UI of ``qday up`` is, for the links of the home page.
     dagster_url: str = "http://127.0.0.1:3000"
     #: Service name written into attestation statements (binds them to this service).
@@ -99,7 +104,8 @@ class Settings:
 
     @property
     def operational_db(self) -> Path:
-        """The SQLite file holding accounts, keys, attestations and results."""
+        """The SQLite file holding accounts, keys, attestations and results (unused
+        with a ``database_url``)."""
         return self.data_dir / "qday.sqlite"
 
     @property
@@ -215,6 +221,14 @@ def _validate(s: Settings) -> Settings:
         raise SettingsError("deletion_wait_days must be between 7 (the spec's minimum) and 3650")
     if s.purge_interval_seconds != 0 and not 10 <= s.purge_interval_seconds <= 86400:
         raise SettingsError("purge_interval_seconds must be 0 (off) or between 10 and 86400")
+    if s.database_url and not s.database_url.startswith(("postgresql://", "postgres://")):
+        raise SettingsError("database_url must be a postgresql:// URL (or empty for SQLite in data_dir)")
+    if s.database_url and not s.secret_key:
+        # A generated secret would live in one node's data directory: every node must
+        # hash API keys and sign sessions with the same one.
+        raise SettingsError("database_url needs secret_key (QDAY_SECRET_KEY), the same on every node")
+    if not 1 <= s.database_pool_size <= 200:
+        raise SettingsError("database_pool_size must be between 1 and 200")
     if s.sqlite_synchronous not in ("FULL", "NORMAL", "EXTRA"):
         raise SettingsError("sqlite_synchronous must be FULL, NORMAL or EXTRA")
     if s.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR"):

@@ -1,4 +1,4 @@
-"""Change stamps shared through memory by every process that opens the same store.
+"""Change stamps shared through memory by every process that opens the same SQLite store.
 
 A SQLite read costs ~30 µs of CPU on the API's request path here (starting a
 read transaction, and the GIL hand-off around it), which is a third of a cached
@@ -11,20 +11,12 @@ for one it has already seen.
 
 from __future__ import annotations
 
-import enum
 import mmap
 import os
-import sqlite3
 import time
 from pathlib import Path
 
-
-class Topic(enum.IntEnum):
-    """What changed; each topic has its own 8-byte slot."""
-
-    AUTH = 0  # accounts' plans, API keys' deletion, expiry or replacement
-    SCANS = 1  # stored scan results
-
+from storage.database import Changes, Topic
 
 _SLOT = 8
 _SIZE = _SLOT * len(Topic)
@@ -46,10 +38,9 @@ class ChangeBeacon:
             os.close(fd)
 
     @classmethod
-    def beside(cls, conn: sqlite3.Connection) -> ChangeBeacon:
-        """The beacon of the database file ``conn`` has open (``<file>.beacon``)."""
-        row = conn.execute("PRAGMA database_list").fetchone()
-        return cls(Path(row[2] + ".beacon") if row[2] else None)
+    def beside(cls, database: Path) -> ChangeBeacon:
+        """The beacon of a SQLite database file (``<file>.beacon``)."""
+        return cls(database.with_name(database.name + ".beacon"))
 
     def stamp(self, topic: Topic) -> bytes:
         """The current stamp of ``topic``; it differs after every announced change."""
@@ -71,8 +62,8 @@ class StampWatch:
     ``max_age`` seconds passed (so a change made without announcing it, such as
     an operator's hand-written SQL, is still seen within that time)."""
 
-    def __init__(self, beacon: ChangeBeacon, topic: Topic, max_age: float = 1.0) -> None:
-        self._beacon = beacon
+    def __init__(self, changes: Changes, topic: Topic, max_age: float = 1.0) -> None:
+        self._beacon = changes
         self._topic = topic
         self._max_age = max_age
         self._stamp = b""

@@ -17,6 +17,10 @@ class AccountNotFound(StorageError):
     """No account has this email or id."""
 
 
+class ConstraintViolation(StorageError):
+    """A write broke a uniqueness or other constraint (either engine)."""
+
+
 class StoreUnavailable(StorageError):
     """The store cannot take writes now (disk full, read-only, locked too long)."""
 

@@ -23,16 +23,15 @@ import logging
 import sqlite3
 import threading
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from storage.database import Operation
 from storage.errors import StoreUnavailable
-from storage.sqlite_db import connect
+from storage.sqlite_db import SqliteTx, connect, run_inline
 
 T = TypeVar("T")
 MAX_BATCH = 256
-Operation = Callable[[sqlite3.Connection], Any]
 _Outcome = tuple[asyncio.Future[Any] | None, Any, BaseException | None]  # no future: nobody waits (submit)
 log = logging.getLogger(__name__)
 
@@ -46,14 +45,15 @@ class GroupCommitWriter:
         self._conn = connect(path, synchronous)
         if secure_delete:
             self._conn.execute("PRAGMA secure_delete = ON")
-        self._pending: deque[tuple[Operation, asyncio.Future[Any] | None]] = deque()
+        self._tx = SqliteTx(self._conn)
+        self._pending: deque[tuple[Operation[Any], asyncio.Future[Any] | None]] = deque()
         self._wake = threading.Event()
         self._stopping = False
         self._kick_loop: asyncio.AbstractEventLoop | None = None  # a wake-up is scheduled on this loop
         self._thread = threading.Thread(target=self._run, name="qday-group-commit", daemon=True)
         self._thread.start()
 
-    async def write(self, operation: Callable[[sqlite3.Connection], T]) -> T:
+    async def write(self, operation: Operation[T]) -> T:
         """Run ``operation`` inside the next group transaction; return its result
         once that transaction is committed (raise its error if it failed)."""
         loop = asyncio.get_running_loop()
@@ -62,7 +62,7 @@ class GroupCommitWriter:
         self._schedule_kick(loop)
         return await future
 
-    def submit(self, operation: Operation) -> None:
+    def submit(self, operation: Operation[Any]) -> None:
         """Queue a write that nobody waits for (bookkeeping, such as an API key's
         last-used time): it joins the next group transaction, so the caller never
         waits for SQLite's write lock; a failure is logged, not raised."""
@@ -89,21 +89,21 @@ class GroupCommitWriter:
             self._wake.wait()
             self._wake.clear()
             while self._pending:
-                batch: list[tuple[Operation, asyncio.Future[Any] | None]] = []
+                batch: list[tuple[Operation[Any], asyncio.Future[Any] | None]] = []
                 while self._pending and len(batch) < MAX_BATCH:
                     batch.append(self._pending.popleft())
                 _resolve_all(self._commit(batch))
             if self._stopping:
                 return
 
-    def _commit(self, batch: list[tuple[Operation, asyncio.Future[Any] | None]]) -> list[_Outcome]:
+    def _commit(self, batch: list[tuple[Operation[Any], asyncio.Future[Any] | None]]) -> list[_Outcome]:
         outcomes: list[_Outcome] = []
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             for operation, future in batch:
                 self._conn.execute("SAVEPOINT op")
                 try:
-                    result = operation(self._conn)
+                    result = run_inline(operation(self._tx))
                 except Exception as exc:  # noqa: BLE001 - handed back to the caller
                     self._conn.execute("ROLLBACK TO op")
                     self._conn.execute("RELEASE op")

@@ -165,6 +165,17 @@ class WatchedDescriptor:
 
 
 @dataclass(frozen=True, slots=True)
+class ScanLease:
+    """Who is scanning an address for a tenant now (``ScanStore.take_lease``), since when,
+    and until when the lease holds if its holder never releases it."""
+
+    key: str
+    holder: str
+    taken_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
 class ScanResult:
     """The latest wallet-scan result of one address for one tenant.
 

@@ -1,15 +1,18 @@
-"""The operational store's interface, so that PostgreSQL can replace SQLite.
+"""The operational store's interfaces, implemented once for both engines by the
+``storage/sql_*.py`` repositories over ``storage.database.Database`` (SQLite by default,
+PostgreSQL with ``QDAY_DATABASE_URL``).
 
-Every method is a single short transaction; callers never see SQL.
+Every method is a single short transaction or read; callers never see SQL.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from datetime import datetime
+from collections.abc import AsyncGenerator
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from chains.environment import Environment
+from storage.database import Row
 from storage.models import (
     Account,
     ApiKey,
@@ -22,6 +25,7 @@ from storage.models import (
     ManagedKeyUsage,
     Plan,
     PqKey,
+    ScanLease,
     ScanResult,
     WatchedAddress,
     WatchedDescriptor,
@@ -34,13 +38,13 @@ class Store(Protocol):
     async def create_account(self, account: Account, password_hash: str) -> None:
         """Insert a new account; raises ``DuplicateEmail`` if the email is taken."""
 
-    def account_by_email(self, email: str) -> tuple[Account, str] | None:
+    async def account_by_email(self, email: str) -> tuple[Account, str] | None:
         """The account with this (normalised) email and its password hash."""
 
-    def account_by_id(self, account_id: str) -> Account | None:
+    async def account_by_id(self, account_id: str) -> Account | None:
         """The account with this id."""
 
-    def set_plan(self, email: str, plan: Plan) -> Account:
+    async def set_plan(self, email: str, plan: Plan) -> Account:
         """Change an account's plan; raises ``AccountNotFound``."""
 
     async def create_api_key(self, key: ApiKey, cap: int | None = None) -> bool:
@@ -48,13 +52,13 @@ class Store(Protocol):
         ``cap`` current keys (not deleted, rotated out or expired), counted in the same
         transaction. False (nothing stored) at the cap."""
 
-    def api_key_by_hash(self, key_hash: bytes) -> tuple[ApiKey, Account] | None:
+    async def api_key_by_hash(self, key_hash: bytes) -> tuple[ApiKey, Account] | None:
         """The key whose keyed hash matches, with its owner (deleted keys included)."""
 
-    def get_api_key(self, account_id: str, key_id: str) -> ApiKey | None:
+    async def get_api_key(self, account_id: str, key_id: str) -> ApiKey | None:
         """One of the account's keys by id (None for another account's key)."""
 
-    def list_api_keys(
+    async def list_api_keys(
         self,
         account_id: str,
         environment: Environment | None,
@@ -74,11 +78,14 @@ class Store(Protocol):
         False when the old key is not the account's, is deleted, or was rotated already.
         """
 
+    async def revoke_session(self, session_id: str, account_id: str, at: datetime, expires_at: datetime) -> None:
+        """End a session before its expiry, for every worker and node (idempotent)."""
+
+    async def session_revoked(self, session_id: str) -> bool:
+        """True when the session was ended early."""
+
     def touch_api_key(self, key_id: str, at: datetime) -> None:
         """Record that the key was used at ``at``."""
-
-    def close(self) -> None:
-        """Release the connection."""
 
 
 class AttestationStore(Protocol):
@@ -89,12 +96,12 @@ class AttestationStore(Protocol):
         """Register a public key; when the account already has it in this
         environment, return the existing record instead (idempotent)."""
 
-    def pq_key_by_fingerprint(
+    async def pq_key_by_fingerprint(
         self, account_id: str, environment: Environment, algorithm: str, fingerprint: str
     ) -> PqKey | None:
         """The account's registered key with this algorithm and fingerprint."""
 
-    def list_pq_keys(
+    async def list_pq_keys(
         self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
     ) -> list[PqKey]:
         """The account's registered keys in one environment, oldest first; after the
@@ -103,7 +110,7 @@ class AttestationStore(Protocol):
     async def add_challenge(self, challenge: AttestationChallenge) -> None:
         """Store a newly issued challenge."""
 
-    def challenge_by_statement(
+    async def challenge_by_statement(
         self, account_id: str, environment: Environment, statement_hash: bytes
     ) -> AttestationChallenge | None:
         """The account's challenge whose statement has this SHA-256."""
@@ -113,7 +120,9 @@ class AttestationStore(Protocol):
         the same transaction. False (nothing stored) when the challenge is already
         used or expired. Returns only once the write is durable."""
 
-    def get_attestation(self, account_id: str, environment: Environment, attestation_id: str) -> Attestation | None:
+    async def get_attestation(
+        self, account_id: str, environment: Environment, attestation_id: str
+    ) -> Attestation | None:
         """One of the account's attestations in this environment."""
 
 
@@ -128,31 +137,43 @@ class ScanStore(Protocol):
     async def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
         """Remove an entry; False when it is not the account's."""
 
-    def watchlist(
+    async def watchlist(
         self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
     ) -> list[WatchedAddress]:
         """The account's watched addresses in one environment, oldest first; after the
         (created_at, id) position ``after``, at most ``limit`` (None: all)."""
 
-    def watch_count(self, account_id: str) -> int:
+    async def watch_count(self, account_id: str) -> int:
         """How many addresses the account watches (both environments)."""
 
-    def all_watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
+    async def all_watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
         """Every watched address of every tenant (for the pipelines), optionally only
         those added after a time (the new-address sensor)."""
 
-    def export_watchlist(self, chain: str, chunk: int = 10_000) -> Generator[list[tuple[str | None, ...]], None, None]:
+    def export_watchlist(self, chain: str, chunk: int = 10_000) -> AsyncGenerator[list[Row], None]:
         """Every tenant's entries on one chain in (environment, address, account) order,
         as raw rows ``chunk`` at a time, read as one consistent snapshot (the daily export)."""
 
-    def latest_result(self, account_id: str, environment: Environment, chain: str, address: str) -> ScanResult | None:
+    async def latest_result(
+        self, account_id: str, environment: Environment, chain: str, address: str
+    ) -> ScanResult | None:
         """The latest stored result for one address, if any."""
 
-    async def save_results(self, results: list[ScanResult]) -> None:
+    async def save_results(self, results: list[ScanResult]) -> int:
         """Insert results, replacing stored ones that are not newer (durable when
-        this returns)."""
+        this returns); how many were written (the others were superseded)."""
 
-    def latest_key_result(self, account_id: str, environment: Environment, subject: str) -> KeyScanResult | None:
+    async def take_lease(self, key: str, holder: str, now: datetime, ttl: timedelta) -> ScanLease | None:
+        """Take the scan lease ``key`` for ``holder`` unless another holder's has not expired:
+        None when taken now, else the lease that holds it."""
+
+    async def lease(self, key: str) -> ScanLease | None:
+        """The lease ``key`` as stored now, if any."""
+
+    async def release_lease(self, key: str, holder: str) -> None:
+        """Give the lease ``key`` back (nothing when another holder has it now)."""
+
+    async def latest_key_result(self, account_id: str, environment: Environment, subject: str) -> KeyScanResult | None:
         """The latest stored key-scan result for one subject (key and chains), if any."""
 
     async def save_key_result(self, result: KeyScanResult) -> None:
@@ -168,7 +189,7 @@ class ManagedKeyStore(Protocol):
         """Insert the key, its ``created`` event and (optionally) the registration
         of its public key in one transaction: all of it or nothing."""
 
-    def get(self, account_id: str, environment: Environment, key_id: str) -> ManagedKey | None:
+    async def get(self, account_id: str, environment: Environment, key_id: str) -> ManagedKey | None:
         """One of the account's managed keys in this environment (None otherwise)."""
 
     async def schedule_deletion(
@@ -187,14 +208,14 @@ class ManagedKeyStore(Protocol):
     ) -> ManagedKey | None:
         """pending_deletion → active, with its event; None when not pending deletion."""
 
-    def due_for_destruction(self, now: datetime, limit: int) -> list[ManagedKey]:
+    async def due_for_destruction(self, now: datetime, limit: int) -> list[ManagedKey]:
         """Keys of every tenant whose deletion date has passed."""
 
     async def destroy(self, key_id: str, now: datetime, event: ManagedKeyEvent) -> bool:
         """Erase the key's material and mark it destroyed, with its event; False
         when it is not (or no longer) due."""
 
-    def events(
+    async def events(
         self,
         account_id: str,
         environment: Environment,
@@ -205,7 +226,7 @@ class ManagedKeyStore(Protocol):
         """The key's audit log, oldest first: the events after its event ``after_id``
         (none when that is not one of them), at most ``limit`` (None: all)."""
 
-    def verify_event_chain(self, account_id: str) -> bool:
+    async def verify_event_chain(self, account_id: str) -> bool:
         """True when the account's audit log hashes chain up unbroken."""
 
     async def count_signature(self, key_id: str, month: str) -> bool:
@@ -215,28 +236,24 @@ class ManagedKeyStore(Protocol):
     async def uncount_signature(self, key_id: str, month: str) -> None:
         """Take back one counted signature that was never made (its signing failed)."""
 
-    def usage(
+    async def usage(
         self, account_id: str, environment: Environment, month: str, start: datetime, end: datetime
     ) -> list[ManagedKeyUsage]:
         """Every key that held material at some time in [start, end) or was used
         in ``month``, with its signature count for ``month``."""
 
-    def release_space(self) -> None:
-        """Checkpoint and truncate the write-ahead log (after destroying keys)."""
+    async def release_space(self) -> None:
+        """Give back the space destroyed keys' material held (``Database.reclaim``)."""
 
 
 class WindowCounters(Protocol):
     """Rate-limit counters several API workers share (exact across processes)."""
 
-    def admit(self, buckets: tuple[str, ...], start: int, limit: int, prune_before: int) -> list[int]:
+    async def admit(self, buckets: tuple[str, ...], start: int, limit: int, prune_before: int) -> list[int]:
         """Each bucket's count in the window starting at ``start`` before this request; one
         is added to every bucket when all of them were below ``limit``, to none otherwise,
         atomically (a refused request uses up no bucket). Windows before ``prune_before``
         may be forgotten."""
-        ...
-
-    def close(self) -> None:
-        """Release what the counters hold."""
         ...
 
 
@@ -253,21 +270,21 @@ class DescriptorWatchStore(Protocol):
         """Stop watching a wallet; False when it is not the account's."""
         ...
 
-    def page(
+    async def page(
         self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
     ) -> list[WatchedDescriptor]:
         """The account's watched wallets in one environment, oldest first (keyset pages)."""
         ...
 
-    def find(self, account_id: str, environment: Environment, descriptor: str) -> WatchedDescriptor | None:
+    async def find(self, account_id: str, environment: Environment, descriptor: str) -> WatchedDescriptor | None:
         """The account's watched wallet ``descriptor`` in one environment, if watched."""
         ...
 
-    def everyone(self) -> list[tuple[WatchedDescriptor, Plan]]:
+    async def everyone(self) -> list[tuple[WatchedDescriptor, Plan]]:
         """Every tenant's watched wallets with their account's plan."""
         ...
 
-    def count_besides(self, entry: WatchedDescriptor) -> int:
+    async def count_besides(self, entry: WatchedDescriptor) -> int:
         """What the account of ``entry`` watches besides it (addresses and other wallets' derived addresses)."""
         ...
 

@@ -1,6 +1,6 @@
 """The SQLite file of the operational store: connections, write transactions,
-migrations and the stored form of timestamps. Every SQLite repository and writer
-builds on these; nothing here knows a table but ``schema_migrations``."""
+migrations, and ``SqliteTx``, the repositories' transaction on a SQLite connection.
+Nothing here knows a table but ``schema_migrations``."""
 
 from __future__ import annotations
 
@@ -8,14 +8,16 @@ import logging
 import os
 import sqlite3
 import stat
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any, overload
+from typing import TypeVar
 
-from storage.errors import StoreUnavailable
+from storage.database import Row
+from storage.errors import ConstraintViolation, StoreUnavailable
+from storage.sql import ts
 
 log = logging.getLogger(__name__)
 
@@ -25,28 +27,7 @@ _BUSY_TIMEOUT_MS = 5000
 PRIVATE_UMASK = 0o077
 #: The files SQLite keeps beside a database; it creates them with the database's mode.
 _SIDE_FILES = ("-wal", "-shm", "-journal")
-#: A connection to the operational store (the type callers above storage may name).
-Connection = sqlite3.Connection
-#: A row as SQLite returns it.
-Row = tuple[Any, ...]
-
-
-@overload
-def ts(value: datetime) -> str: ...
-@overload
-def ts(value: None) -> None: ...
-def ts(value: datetime | None) -> str | None:
-    """A datetime as stored: ISO 8601 UTC with microseconds (None stays NULL)."""
-    return None if value is None else value.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-@overload
-def dt(value: str) -> datetime: ...
-@overload
-def dt(value: None) -> None: ...
-def dt(value: str | None) -> datetime | None:
-    """A stored timestamp back as an aware datetime (NULL stays None)."""
-    return None if value is None else datetime.fromisoformat(value)
+T = TypeVar("T")
 
 
 def make_private(path: Path) -> None:
@@ -158,41 +139,67 @@ def migrate(conn: sqlite3.Connection) -> list[str]:
     return applied
 
 
-def insert_or_get(
-    c: sqlite3.Connection, table: str, columns: str, values: Row, unique: tuple[str, ...], unique_values: Row
-) -> Row:
-    """Insert a row unless one with the same ``unique`` key exists, and return the stored
-    row either way: idempotent adds (registering a key twice, watching an address twice)."""
-    c.execute(
-        f"INSERT INTO {table} ({columns}) VALUES ({', '.join('?' * len(values))})"
-        f" ON CONFLICT ({', '.join(unique)}) DO NOTHING",
-        values,
-    )
-    where = " AND ".join(f"{name} = ?" for name in unique)
-    stored: Row = c.execute(f"SELECT {columns} FROM {table} WHERE {where}", unique_values).fetchone()
-    return stored
-
-
-def page_clause(after: tuple[datetime, str] | None, limit: int | None) -> tuple[str, tuple[object, ...]]:
-    """The tail of a keyset-paged list query on ``(created_at, id)``: rows after the
-    position ``after`` (exclusive), oldest first, at most ``limit`` of them (None: all).
-    Appended to a ``WHERE`` clause; with an index ending in ``(created_at, id)`` each page
-    is one index range, and rows added meanwhile never shift a page (no OFFSET)."""
-    sql = ""
-    args: tuple[object, ...] = ()
-    if after is not None:
-        sql += " AND (created_at, id) > (?, ?)"
-        args = (ts(after[0]), after[1])
-    sql += " ORDER BY created_at, id"
-    if limit is not None:
-        sql += " LIMIT ?"
-        args += (limit,)
-    return sql, args
-
-
-def open_database(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
+def open_connection(path: Path, synchronous: str = "FULL") -> sqlite3.Connection:
     """A connection to the operational store with every migration applied; one
     per process (or worker), shared by that process's repositories."""
     conn = connect(path, synchronous)
     migrate(conn)
     return conn
+
+
+@contextmanager
+def _constraints() -> Iterator[None]:
+    """A broken constraint as the store's ``ConstraintViolation`` (what PostgreSQL's is too)."""
+    try:
+        yield
+    except sqlite3.IntegrityError as exc:
+        raise ConstraintViolation(str(exc)) from exc
+
+
+class SqliteTx:
+    """``storage.database.Tx`` on a SQLite connection inside a transaction. Every call
+    is synchronous under its ``async`` form: an operation over it never suspends, so the
+    group-commit thread runs it to completion with ``run_inline``."""
+
+    __slots__ = ("_conn",)
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    async def fetch_one(self, sql: str, args: Sequence[object] = ()) -> Row | None:
+        """The first row of a query (``… RETURNING`` included), or None."""
+        with _constraints():
+            row: Row | None = self._conn.execute(sql, args).fetchone()
+        return row
+
+    async def fetch_all(self, sql: str, args: Sequence[object] = ()) -> list[Row]:
+        """Every row of a query."""
+        with _constraints():
+            return self._conn.execute(sql, args).fetchall()
+
+    async def execute(self, sql: str, args: Sequence[object] = ()) -> int:
+        """Run a statement; the number of rows it changed."""
+        with _constraints():
+            return self._conn.execute(sql, args).rowcount
+
+    async def execute_many(self, sql: str, rows: Sequence[Sequence[object]]) -> int:
+        """Run a statement once per row of arguments; the rows changed in all."""
+        with _constraints():
+            return self._conn.executemany(sql, rows).rowcount
+
+    async def lock(self, key: str) -> None:
+        """Nothing to do: a SQLite write transaction (``BEGIN IMMEDIATE``) holds the
+        database's one write lock already."""
+
+
+def run_inline(awaitable: Awaitable[T]) -> T:
+    """The result of a coroutine that never suspends (an operation over ``SqliteTx``),
+    run on the calling thread without an event loop."""
+    steps = awaitable.__await__()
+    try:
+        steps.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    steps.close()
+    raise RuntimeError("an operation on SQLite awaited something other than its transaction")

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
     from tests.support import ManualClock, Tenant
 
-pytest_plugins = ["tests.pipelines.fixtures"]  # data_dir, today, snapshot_world … for tests/reliability too
+# data_dir, today, snapshot_world … for tests/reliability too; both engines of the store
+pytest_plugins = ["tests.pipelines.fixtures", "tests.databases"]
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,15 +68,17 @@ def app_clock() -> ManualClock:
 
 
 @pytest.fixture(scope="session")
-async def app(tmp_path_factory, app_clock) -> AsyncIterator[Sanic]:
-    """The API app with its storage in a temporary folder, started once per session (Sanic
-    would otherwise start an app per test). Tests keep out of each other's way by acting
-    from their own client address (``client_for``) and their own accounts."""
+async def app(tmp_path_factory, app_clock, app_database_url) -> AsyncIterator[Sanic]:
+    """The API app with its storage in a temporary folder or in PostgreSQL, started once per
+    session and engine (Sanic would otherwise start an app per test). Tests keep out of each
+    other's way by acting from their own client address (``client_for``) and their own
+    accounts."""
     from services.settings import load_settings
-    from tests.support import running_app
+    from tests.support import engine_env, running_app
 
     # no family lookups: the public endpoints of the other chains are never called in tests
-    settings = load_settings({"QDAY_FAMILY_CHAINS": "none"}, data_dir=tmp_path_factory.mktemp("api-data"))
+    env = {"QDAY_FAMILY_CHAINS": "none", **engine_env(app_database_url)}
+    settings = load_settings(env, data_dir=tmp_path_factory.mktemp("api-data"))
     async with running_app(settings, app_clock) as application:
         yield application
 

@@ -64,6 +64,12 @@ def create_test_app(settings: Settings, clock: ManualClock) -> Sanic:
     return app
 
 
+def engine_env(database_url: str) -> dict[str, str]:
+    """The settings that put an app's operational store on PostgreSQL at ``database_url``
+    (the ``app_database_url`` fixture; ``""``: none, SQLite in the app's data directory)."""
+    return {"QDAY_DATABASE_URL": database_url, "QDAY_SECRET_KEY": "a1" * 32} if database_url else {}
+
+
 @asynccontextmanager
 async def running_app(settings: Settings, clock: ManualClock) -> AsyncIterator[Sanic]:
     """A test app started through its ASGI lifespan, stopped when the block ends."""

@@ -26,17 +26,17 @@ ALLOWED: dict[str, set[str]] = {
     "cli": {"core", "pqc", "chains", "scoring", "storage", "services", "api", "pipelines"},
 }
 #: Third-party modules a package must not import: HTTP serving and orchestration
-#: belong to the entry points, SQLite to storage.
+#: belong to the entry points, SQLite and PostgreSQL drivers to storage.
 FORBIDDEN: dict[str, set[str]] = {
-    "core": {"sanic", "dagster", "sqlite3", "duckdb", "polars"},
-    "pqc": {"sanic", "dagster", "sqlite3", "duckdb", "httpx"},
-    "chains": {"sanic", "dagster", "sqlite3", "duckdb"},
-    "scoring": {"sanic", "dagster", "sqlite3", "httpx"},
+    "core": {"sanic", "dagster", "sqlite3", "duckdb", "polars", "psycopg", "psycopg_pool"},
+    "pqc": {"sanic", "dagster", "sqlite3", "duckdb", "httpx", "psycopg", "psycopg_pool"},
+    "chains": {"sanic", "dagster", "sqlite3", "duckdb", "psycopg", "psycopg_pool"},
+    "scoring": {"sanic", "dagster", "sqlite3", "httpx", "psycopg", "psycopg_pool"},
     "storage": {"sanic", "dagster"},
-    "services": {"sanic", "dagster", "sqlite3"},
-    "api": {"dagster", "sqlite3"},
-    "pipelines": {"sanic", "sqlite3"},
-    "cli": {"sqlite3"},
+    "services": {"sanic", "dagster", "sqlite3", "psycopg", "psycopg_pool"},
+    "api": {"dagster", "sqlite3", "psycopg", "psycopg_pool"},
+    "pipelines": {"sanic", "sqlite3", "psycopg", "psycopg_pool"},
+    "cli": {"sqlite3", "psycopg", "psycopg_pool"},
 }
 
 

@@ -335,9 +335,9 @@ def test_commands_that_read_a_store_refuse_a_missing_one(argv, tmp_path: Path, m
 
 
 def test_admin_names_the_data_directory(tmp_path: Path, capsys) -> None:
-    from storage.sqlite_db import open_database
+    from storage.sqlite_db import open_connection
 
-    open_database(tmp_path / "qday.sqlite").close()
+    open_connection(tmp_path / "qday.sqlite").close()
     assert main(["admin", "set-plan", "ghost@example.com", "pro", "--data-dir", str(tmp_path)]) == 2
     assert capsys.readouterr().err == f"qday: no account with email ghost@example.com (data: {tmp_path})\n"
     assert main(["admin", "purge-keys", "--data-dir", str(tmp_path)]) == 0

@@ -54,6 +54,12 @@ def test_settings_are_frozen():
         ({"QDAY_RATE_WINDOW_SECONDS": "59"}, "the limits are per window"),
         ({"QDAY_RATE_WINDOW_SECONDS": "86401"}, "between 60 and 86400"),
         ({"QDAY_RATE_WINDOW_SECONDS": "1.5"}, "rate_window_seconds must be an integer"),
+        ({"QDAY_DATABASE_URL": "mysql://db/qday", "QDAY_SECRET_KEY": "ab" * 32}, "postgresql:// URL"),
+        ({"QDAY_DATABASE_URL": "postgresql://db/qday"}, "needs secret_key"),
+        (
+            {"QDAY_DATABASE_URL": "postgresql://db/qday", "QDAY_SECRET_KEY": "ab" * 32, "QDAY_DATABASE_POOL_SIZE": "0"},
+            "database_pool_size",
+        ),
     ],
 )
 def test_bad_values_stop_start_up_with_a_clear_message(env, message):
@@ -71,3 +77,9 @@ def test_unknown_keys_in_the_file_are_refused(tmp_path):
 def test_unreadable_file_is_reported(tmp_path):
     with pytest.raises(SettingsError, match="cannot read config file"):
         load_settings({}, config_file=tmp_path / "missing.toml")
+
+
+def test_the_database_url_is_never_printed():
+    settings = load_settings({"QDAY_DATABASE_URL": "postgresql://qday:hunter2@db/qday", "QDAY_SECRET_KEY": "ab" * 32})
+    assert settings.database_url.endswith("@db/qday")
+    assert "hunter2" not in repr(settings)

@@ -83,13 +83,33 @@ async def register(request: QdayRequest, body: RegisterRequest) -> HTTPResponse:
 async def login(request: QdayRequest, body: LoginRequest) -> HTTPResponse:
     """A session token for the dashboard and the key-management endpoints."""
     ctx = request.app.ctx
-    account, stored_hash = ctx.accounts.stored_password_hash(body.email)
+    account, stored_hash = await ctx.accounts.stored_password_hash(body.email)
     valid = await run_blocking(ctx.executor, ctx.passwords.verify, stored_hash, body.password)
     if not valid or account is None:
         raise InvalidLogin("invalid email or password")
     token, expires = ctx.accounts.issue_session(account)
     user = SessionUser(id=account.id, email=account.email, plan=account.plan.value)
     return ok(request, LoginOut(token=token, expires_at=iso(expires), user=user))
+
+
+@group.route(
+    "POST",
+    "/logout",
+    summary="End a session",
+    credential=Credential.SESSION_OR_SECRET,
+    rate_group=RateGroup.AUTH,
+    status=204,
+    errors=("AUTH_001", "AUTH_003", "RATE_001"),
+    tag="accounts",
+    description=(
+        "Takes the session token to end (an API key is AUTH_003: keys are deleted instead). From this response on, "
+        "every API node refuses the token (AUTH_001 with reason 'logged out'), before its own expiry."
+    ),
+)
+async def logout(request: QdayRequest) -> HTTPResponse:
+    """Revoke the caller's session token."""
+    await request.app.ctx.accounts.logout(request.ctx.principal)
+    return no_content()
 
 
 @group.route(
@@ -139,7 +159,7 @@ async def create_api_key(request: QdayRequest, body: CreateApiKeyRequest) -> HTT
 )
 async def list_api_keys(request: QdayRequest) -> HTTPResponse:
     """A page of the caller's keys, oldest first, with prefixes instead of full keys."""
-    page = request.app.ctx.accounts.list_keys(request.ctx.principal, requested_page(request))
+    page = await request.app.ctx.accounts.list_keys(request.ctx.principal, requested_page(request))
     return ok_page(request, [_key_out(k) for k in page.items], page.next_cursor)
 
 

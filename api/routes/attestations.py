@@ -184,7 +184,7 @@ async def verify(request: QdayRequest, body: VerifyRequest) -> HTTPResponse:
     attestation_id = None
     if form == "stored":
         assert body.attestation_id is not None  # _form_of checked it is present
-        stored = ctx.attestations.stored(request.ctx.principal, body.attestation_id)
+        stored = await ctx.attestations.stored(request.ctx.principal, body.attestation_id)
         attestation_id = stored.id
         h = HybridInput(
             stored.message,

@@ -198,5 +198,5 @@ async def register_key(request: QdayRequest, body: RegisterKeyRequest) -> HTTPRe
 )
 async def list_keys(request: QdayRequest) -> HTTPResponse:
     """A page of the caller's registered public keys in its environment, oldest first."""
-    page = request.app.ctx.pq_keys.list_keys(request.ctx.principal, requested_page(request))
+    page = await request.app.ctx.pq_keys.list_keys(request.ctx.principal, requested_page(request))
     return ok_page(request, [_pq_key_out(k) for k in page.items], page.next_cursor)

@@ -128,7 +128,7 @@ async def sign_managed(request: QdayRequest, body: ManagedSignRequest) -> HTTPRe
 )
 async def get_managed_key(request: QdayRequest, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
     """One managed key of the caller."""
-    return ok(request, managed_key_out(request.app.ctx.managed.get(request.ctx.principal, id)))
+    return ok(request, managed_key_out(await request.app.ctx.managed.get(request.ctx.principal, id)))
 
 
 @group.route(
@@ -181,7 +181,7 @@ async def cancel_deletion(request: QdayRequest, id: str) -> HTTPResponse:  # noq
 )
 async def key_events(request: QdayRequest, id: str) -> HTTPResponse:  # noqa: A002 - the path parameter's name
     """A page of the append-only log of one key."""
-    page = request.app.ctx.managed.events(request.ctx.principal, id, requested_page(request))
+    page = await request.app.ctx.managed.events(request.ctx.principal, id, requested_page(request))
     return ok_page(request, [_event_out(e) for e in page.items], page.next_cursor)
 
 
@@ -202,4 +202,4 @@ async def key_events(request: QdayRequest, id: str) -> HTTPResponse:  # noqa: A0
 async def usage(request: QdayRequest) -> HTTPResponse:
     """Counts for the month."""
     month = request.args.get("month") or None
-    return ok(request, _usage_out(request.app.ctx.managed.usage(request.ctx.principal, month)))
+    return ok(request, _usage_out(await request.app.ctx.managed.usage(request.ctx.principal, month)))

@@ -221,7 +221,7 @@ async def watch(request: QdayRequest, body: WatchRequest) -> HTTPResponse:
 )
 async def watchlist(request: QdayRequest) -> HTTPResponse:
     """A page of the caller's watched addresses in its environment, oldest first."""
-    page = request.app.ctx.scans.watchlist(request.ctx.principal, requested_page(request))
+    page = await request.app.ctx.scans.watchlist(request.ctx.principal, requested_page(request))
     return ok_page(request, [_watched_out(w) for w in page.items], page.next_cursor)
 
 
@@ -277,7 +277,7 @@ async def watch_descriptor(request: QdayRequest, body: WatchDescriptorRequest) -
 )
 async def watched_descriptors(request: QdayRequest) -> HTTPResponse:
     """A page of the caller's watched wallets with their latest summaries, oldest first."""
-    page = request.app.ctx.descriptor_watch.watched(request.ctx.principal, requested_page(request))
+    page = await request.app.ctx.descriptor_watch.watched(request.ctx.principal, requested_page(request))
     return ok_page(request, [_watched_descriptor_out(w) for w in page.items], page.next_cursor)
 
 

@@ -137,8 +137,8 @@ class ManagedCustodyService:
             )
         return algorithm
 
-    def _key(self, principal: Principal, key_id: str) -> ManagedKey:
-        key = self._store.get(principal.account.id, environment_of(principal), key_id)
+    async def _key(self, principal: Principal, key_id: str) -> ManagedKey:
+        key = await self._store.get(principal.account.id, environment_of(principal), key_id)
         if key is None:
             # Another account's or environment's key looks exactly like a missing one.
             raise NotFound(f"no managed key {key_id[:40]} in this account and environment", field="id")
@@ -280,7 +280,7 @@ class ManagedCustodyService:
                 f"invalid request: context must be at most {pqc.MAX_CONTEXT_BYTES} bytes (field 'context')",
                 field="context",
             )
-        key = self._key(principal, key_id)
+        key = await self._key(principal, key_id)
         if key.algorithm != algorithm.value:
             raise InvalidRequest(
                 f"invalid request: managed key {key.id} is {key.algorithm}, not {algorithm.value} (field 'algorithm')",
@@ -305,7 +305,7 @@ class ManagedCustodyService:
             raise
         if not await counting:
             # Deleted or destroyed meanwhile: the signature is discarded.
-            raise self._state_error(self._key(principal, key_id), "sign")
+            raise self._state_error(await self._key(principal, key_id), "sign")
         return Signed(key, signature, context, hashlib.sha256(message).hexdigest(), signed_at)
 
     async def _take_back(self, counting: asyncio.Future[bool], key_id: str, month: str) -> None:
@@ -316,13 +316,13 @@ class ManagedCustodyService:
         except Exception as exc:  # noqa: BLE001 - the signing error is the one to report
             log.warning("could not take back the usage count of %s: %s", key_id, type(exc).__name__)
 
-    def get(self, principal: Principal, key_id: str) -> ManagedKey:
+    async def get(self, principal: Principal, key_id: str) -> ManagedKey:
         """One of the caller's managed keys (any state)."""
-        return self._key(principal, key_id)
+        return await self._key(principal, key_id)
 
     async def schedule_deletion(self, principal: Principal, key_id: str, request_id: str | None = None) -> ManagedKey:
         """active → pending_deletion; destruction no earlier than the waiting period."""
-        key = self._key(principal, key_id)
+        key = await self._key(principal, key_id)
         now = self._clock.now()
         due = now + self._wait
         event = self._event(
@@ -336,32 +336,32 @@ class ManagedCustodyService:
         )
         updated = await self._store.schedule_deletion(key.account_id, key.environment, key.id, now, due, event)
         if updated is None:
-            raise self._state_error(self._key(principal, key_id), "schedule the deletion of")
+            raise self._state_error(await self._key(principal, key_id), "schedule the deletion of")
         return updated
 
     async def cancel_deletion(self, principal: Principal, key_id: str, request_id: str | None = None) -> ManagedKey:
         """pending_deletion → active (before the purge has destroyed it)."""
-        key = self._key(principal, key_id)
+        key = await self._key(principal, key_id)
         event = self._event(key, principal, "deletion_cancelled", ManagedKeyState.ACTIVE, self._clock.now(), request_id)
         updated = await self._store.cancel_deletion(key.account_id, key.environment, key.id, event)
         if updated is None:
-            raise self._state_error(self._key(principal, key_id), "cancel the deletion of")
+            raise self._state_error(await self._key(principal, key_id), "cancel the deletion of")
         return updated
 
-    def events(self, principal: Principal, key_id: str, page: PageRequest | None = None) -> Page[ManagedKeyEvent]:
+    async def events(self, principal: Principal, key_id: str, page: PageRequest | None = None) -> Page[ManagedKeyEvent]:
         """A page of the key's audit log, oldest first (in the order it was written)."""
-        key = self._key(principal, key_id)
+        key = await self._key(principal, key_id)
         page = page or PageRequest()
         after = id_after(EVENT_PAGES, page.cursor)
-        rows = self._store.events(key.account_id, key.environment, key.id, after, page.limit + 1)
+        rows = await self._store.events(key.account_id, key.environment, key.id, after, page.limit + 1)
         return page_of(rows, page.limit, lambda e: id_cursor(EVENT_PAGES, e.id))
 
-    def usage(self, principal: Principal, month: str | None = None) -> Usage:
+    async def usage(self, principal: Principal, month: str | None = None) -> Usage:
         """Counts of the caller's account and environment for a month (default: now)."""
         month = month or month_of(self._clock.now())
         start, end = month_bounds(month)
         env = environment_of(principal)
-        return usage_of(month, env, self._store.usage(principal.account.id, env, month, start, end))
+        return usage_of(month, env, await self._store.usage(principal.account.id, env, month, start, end))
 
     # --- destruction ------------------------------------------------------------------------
 
@@ -371,7 +371,7 @@ class ManagedCustodyService:
         its ``destroyed`` event. Returns the ids destroyed by this call."""
         now = self._clock.now()
         destroyed: list[str] = []
-        for key in self._store.due_for_destruction(now, limit):
+        for key in await self._store.due_for_destruction(now, limit):
             # A key due for destruction was asked to be deleted and has a due time.
             assert key.deletion_requested_at is not None and key.deletion_scheduled_at is not None
             event = self._event(
@@ -393,8 +393,8 @@ class ManagedCustodyService:
                 except Exception as exc:  # noqa: BLE001 - the store no longer references it
                     log.warning("custody backend could not destroy %s: %s", key.id, type(exc).__name__)
         if destroyed:
-            with contextlib.suppress(StorageError):  # best effort; SQLite checkpoints later anyway
-                self._store.release_space()
+            with contextlib.suppress(StorageError):  # best effort; the engine reclaims it later anyway
+                await self._store.release_space()
             log.info("destroyed %d managed key(s): %s", len(destroyed), ", ".join(destroyed))
         return destroyed
 

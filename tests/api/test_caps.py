@@ -15,7 +15,7 @@ from core.ids import new_id
 from services.caps import API_KEY_CAP, DEFAULT_ENTERPRISE_WATCH_CAP, watch_cap
 from services.settings import SettingsError, load_settings
 from storage.models import ApiKey, KeyType, Plan, WatchedAddress
-from storage.scans_sqlite import SqliteScanStore
+from storage.sql_scans import SqlScanStore
 from tests.api.test_envelope import assert_error
 from tests.pipelines.support import evm_address
 from tests.support import make_tenant
@@ -25,7 +25,7 @@ WATCH, KEYS = "/v1/watchlist", "/v1/auth/api-keys"
 
 async def _prefill_watchlist(app, account_id: str, count: int, start: int, environment=Environment.LIVE) -> None:
     """``count`` watched addresses stored directly (no cap), in group commits."""
-    store = SqliteScanStore(app.ctx.db, app.ctx.writer)
+    store = SqlScanStore(app.ctx.database)
     now = app.ctx.clock.now()
     entries = [
         WatchedAddress(new_id("wat"), account_id, environment, "ethereum", evm_address(start + n), None, now)
@@ -34,8 +34,9 @@ async def _prefill_watchlist(app, account_id: str, count: int, start: int, envir
     await asyncio.gather(*(store.watch(e) for e in entries))
 
 
-def _watch_count(app, account_id: str) -> int:
-    return app.ctx.db.execute("SELECT COUNT(*) FROM watchlist WHERE account_id = ?", (account_id,)).fetchone()[0]
+async def _watch_count(app, account_id: str) -> int:
+    (count,) = await app.ctx.database.fetch_one("SELECT COUNT(*) FROM watchlist WHERE account_id = ?", (account_id,))
+    return count
 
 
 async def _post_watch(client, tenant, n: int, key: str = "secret_live"):
@@ -71,13 +72,13 @@ async def test_free_plan_stops_at_100_watched_addresses(app, client):
     assert again.status_code == 201 and again.json()["data"]["address"] == existing
     # The cap is the account's, both environments together.
     assert_error(await _post_watch(client, tenant, 2002, "secret_test"), 403, "LIM_001")
-    assert _watch_count(app, tenant.account_id) == 100
+    assert await _watch_count(app, tenant.account_id) == 100
     # Removing one makes room for one.
     entry_id = again.json()["data"]["id"]
     assert (await client.delete(f"{WATCH}/{entry_id}", headers=tenant.auth("secret_live"))).status_code == 204
     assert (await _post_watch(client, tenant, 2003, "secret_test")).status_code == 201
     assert_error(await _post_watch(client, tenant, 2004), 403, "LIM_001")
-    assert _watch_count(app, tenant.account_id) == 100
+    assert await _watch_count(app, tenant.account_id) == 100
 
 
 async def test_concurrent_adds_cannot_overshoot_the_cap(app, client):
@@ -86,16 +87,16 @@ async def test_concurrent_adds_cannot_overshoot_the_cap(app, client):
     answers = await asyncio.gather(*(_post_watch(client, tenant, 4000 + n) for n in range(30)))
     statuses = sorted(r.status_code for r in answers)
     assert statuses == [201] * 10 + [403] * 20
-    assert _watch_count(app, tenant.account_id) == 100
+    assert await _watch_count(app, tenant.account_id) == 100
 
 
 async def test_a_plan_change_moves_the_cap(app, client):
     tenant = await make_tenant(client)
     await _prefill_watchlist(app, tenant.account_id, 100, 5000)
     assert_error(await _post_watch(client, tenant, 6000), 403, "LIM_001")
-    app.ctx.store.set_plan(tenant.email, Plan.BUILDER)
+    await app.ctx.store.set_plan(tenant.email, Plan.BUILDER)
     assert (await _post_watch(client, tenant, 6000)).status_code == 201
-    app.ctx.store.set_plan(tenant.email, Plan.ENTERPRISE)
+    await app.ctx.store.set_plan(tenant.email, Plan.ENTERPRISE)
     original = app.ctx.settings
     app.ctx.settings = dataclasses.replace(original, enterprise_watch_cap=101)  # QDAY_ENTERPRISE_WATCH_CAP
     try:
@@ -143,7 +144,7 @@ async def test_concurrent_key_creations_cannot_overshoot(app, client):
     await _store_keys(app, tenant.account_id, API_KEY_CAP - 3)  # 18 current keys
     answers = await asyncio.gather(*(_create_key(client, tenant) for _ in range(5)))
     assert sorted(r.status_code for r in answers) == [201, 201, 403, 403, 403]
-    (count,) = app.ctx.db.execute(
+    (count,) = await app.ctx.database.fetch_one(
         "SELECT COUNT(*) FROM api_keys WHERE account_id = ? AND deleted_at IS NULL", (tenant.account_id,)
-    ).fetchone()
+    )
     assert count == API_KEY_CAP

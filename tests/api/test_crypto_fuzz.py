@@ -59,7 +59,7 @@ async def _auth(app) -> dict[str, str]:
     if "auth" not in _state:
         async with client_for(app) as client:
             tenant = await make_tenant(client)
-        app.ctx.store.set_plan(tenant.email, Plan.ENTERPRISE)
+        await app.ctx.store.set_plan(tenant.email, Plan.ENTERPRISE)
         _state["auth"] = tenant.auth("secret_live")
     return _state["auth"]
 

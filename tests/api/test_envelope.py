@@ -74,7 +74,7 @@ async def test_request_ids_are_unique(client):
 
 
 async def test_internal_errors_are_enveloped_500(app, client, monkeypatch):
-    def broken(*_args, **_kwargs):
+    async def broken(*_args, **_kwargs):
         raise RuntimeError("boom: secret detail that must not leak")
 
     monkeypatch.setattr(app.ctx.accounts, "stored_password_hash", broken)

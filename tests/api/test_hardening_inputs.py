@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import time
 import unicodedata
@@ -104,7 +105,7 @@ async def test_two_unicode_forms_of_one_address_are_one_account(app, client):
     r = await _register(client, decomposed)
     assert r.status_code == 201, r.text
     assert r.json()["data"]["email"] == composed  # stored in NFC
-    assert app.ctx.store.account_by_email(composed)[0].id == r.json()["data"]["id"]
+    assert (await app.ctx.store.account_by_email(composed))[0].id == r.json()["data"]["id"]
     assert_error(await _register(client, composed), 409, "ACC_001")
     assert_error(await _register(client, composed.upper()), 409, "ACC_001")
     for form in (composed, decomposed, composed.upper()):
@@ -122,13 +123,17 @@ async def test_address_is_case_insensitive_as_a_whole(client):
     assert_error(await _register(client, f"mixed.{local}@EXAMPLE.com"), 409, "ACC_001")
 
 
-async def test_admin_set_plan_finds_the_account_by_another_form_of_its_address(app, client, capsys):
+async def test_admin_set_plan_finds_the_account_by_another_form_of_its_address(app, client, capsys, monkeypatch):
     composed = f"ad\u00e8le-{_local()}@example.com"
     assert (await _register(client, composed)).status_code == 201
     typed = unicodedata.normalize("NFD", composed).upper()
-    data_dir = str(app.ctx.settings.data_dir)
-    assert cli.main.main(["admin", "set-plan", typed, "builder", "--data-dir", data_dir]) == 0, capsys.readouterr()
-    assert app.ctx.store.account_by_email(composed)[0].plan is Plan.BUILDER
+    settings = app.ctx.settings
+    # the app's store, whichever engine: its data directory, or its database (URL and secret from the environment)
+    monkeypatch.setenv("QDAY_DATABASE_URL", settings.database_url)
+    monkeypatch.setenv("QDAY_SECRET_KEY", settings.secret_key)
+    argv = ["admin", "set-plan", typed, "builder", "--data-dir", str(settings.data_dir)]
+    assert await asyncio.to_thread(cli.main.main, argv) == 0, capsys.readouterr()  # the command runs its own loop
+    assert (await app.ctx.store.account_by_email(composed))[0].plan is Plan.BUILDER
 
 
 @pytest.mark.parametrize("char", UNSAFE)
@@ -183,7 +188,7 @@ async def test_api_key_name_is_stored_in_nfc(app, client, tenant):
     assert r.status_code == 201, r.text
     created = r.json()["data"]
     assert created["name"] == "caf\u00e9 \U0001f468\u200d\U0001f4bb"
-    assert app.ctx.store.get_api_key(tenant.account_id, created["id"]).name == created["name"]
+    assert (await app.ctx.store.get_api_key(tenant.account_id, created["id"])).name == created["name"]
 
 
 @pytest.mark.parametrize("char", ["\u202e", "\u2067", "\x00", "\x1b", "\x85", "\n"])

@@ -132,11 +132,11 @@ async def test_bad_signatures_are_pqc_004_and_nothing_is_stored(client, app, sig
         "pqc over another message": ({**good, "pqcSignature": pq.sign(b"other").hex()}, True, False),
         "both wrong": ({**good, "ecdsaSignature": other_ecdsa, "pqcSignature": pq.sign(b"x").hex()}, False, False),
     }
-    before = app.ctx.db.execute("SELECT count(*) FROM attestations").fetchone()[0]
+    (before,) = await app.ctx.database.fetch_one("SELECT count(*) FROM attestations")
     for body, ecdsa_ok, pqc_ok in cases.values():
         error = assert_error(await client.post(HYBRID, json=body, headers=tenant.auth("secret_live")), 422, "PQC_004")
         assert error["details"] == {"ecdsaValid": ecdsa_ok, "pqcValid": pqc_ok}
-    assert app.ctx.db.execute("SELECT count(*) FROM attestations").fetchone()[0] == before
+    assert await app.ctx.database.fetch_one("SELECT count(*) FROM attestations") == (before,)
 
 
 async def test_high_s_and_malformed_ecdsa_signatures_are_refused(client, signer_setup):

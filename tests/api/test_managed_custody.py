@@ -19,7 +19,7 @@ from storage.models import Plan
 from tests.api.test_envelope import assert_error, assert_meta
 from tests.custody.support import requires_softhsm, shared_softhsm_conf
 from tests.signing import eip191_signature, public_key
-from tests.support import ManualClock, client_for, make_tenant, running_app
+from tests.support import ManualClock, client_for, engine_env, make_tenant, running_app
 
 shared_softhsm_conf()  # at collection: before any app of this process opens SoftHSM2
 
@@ -41,9 +41,9 @@ def mclock(mapp_clock) -> Iterator[ManualClock]:
 
 
 @pytest.fixture(scope="module")
-async def mapp(tmp_path_factory, mapp_clock):
-    """An app with managed custody on the process's throw-away SoftHSM2 token."""
-    settings = load_settings({}, data_dir=tmp_path_factory.mktemp("managed-api"))
+async def mapp(tmp_path_factory, mapp_clock, app_database_url):
+    """An app with managed custody on the process's throw-away SoftHSM2 token, on both engines."""
+    settings = load_settings(engine_env(app_database_url), data_dir=tmp_path_factory.mktemp("managed-api"))
     async with running_app(settings, mapp_clock) as application:
         yield application
 
@@ -57,7 +57,7 @@ async def mclient(mapp):
 
 async def _tenant(client, app, plan: Plan = Plan.PRO, keys=("secret_live",)):
     tenant = await make_tenant(client, keys)
-    app.ctx.store.set_plan(tenant.email, plan)
+    await app.ctx.store.set_plan(tenant.email, plan)
     return tenant
 
 
@@ -262,7 +262,7 @@ async def test_lifecycle_with_the_seven_day_window(mclient, mapp, mclock):
     assert all(e["requestId"].startswith("req_") for e in events[:-1]) and events[-1]["requestId"] is None
     assert events[1]["details"] == {"deletionScheduledAt": first_schedule}
     assert len({e["hash"] for e in events}) == 5
-    assert mapp.ctx.managed._store.verify_event_chain(tenant.account_id)
+    assert await mapp.ctx.managed._store.verify_event_chain(tenant.account_id)
 
 
 @requires_softhsm

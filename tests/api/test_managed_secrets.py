@@ -13,6 +13,7 @@ import pytest
 from services.settings import load_settings
 from storage.models import Plan
 from tests.custody.support import (
+    execute,
     files_containing,
     managed_seeds,
     requires_softhsm,
@@ -61,7 +62,7 @@ async def test_seeds_appear_nowhere_after_a_batch_of_operations(tmp_path, logs):
     try:
         async with client_for(app) as c:
             tenant = await make_tenant(c, ("secret_live", "secret_test"))
-            app.ctx.store.set_plan(tenant.email, Plan.PRO)
+            await app.ctx.store.set_plan(tenant.email, Plan.PRO)
             keys = []
             for env in ("secret_live", "secret_test"):
                 for algorithm in ("ml-dsa-44", "ml-dsa-65", "ml-dsa-87"):
@@ -93,7 +94,7 @@ async def test_seeds_appear_nowhere_after_a_batch_of_operations(tmp_path, logs):
             seeds = managed_seeds(app.ctx.settings.operational_db, app.ctx.managed.custody._unwrap)
             assert len(seeds) == 6
             doomed = keys[1][2]
-            doomed_ref = app.ctx.db.execute("SELECT key_ref FROM managed_keys WHERE id = ?", (doomed,)).fetchone()[0]
+            (doomed_ref,) = await app.ctx.database.fetch_one("SELECT key_ref FROM managed_keys WHERE id = ?", (doomed,))
             assert files_containing(data_dir, [doomed_ref])  # the wrapped seed is on disk while the key lives
             bodies.append((await c.delete(f"/v1/keys/{doomed}", headers=tenant.auth("secret_live"))).content)
             bodies.append(
@@ -106,9 +107,11 @@ async def test_seeds_appear_nowhere_after_a_batch_of_operations(tmp_path, logs):
                 ).content
             )
             tampered = keys[2][2]
-            ref = app.ctx.db.execute("SELECT key_ref FROM managed_keys WHERE id = ?", (tampered,)).fetchone()[0]
-            app.ctx.db.execute(
-                "UPDATE managed_keys SET key_ref = ? WHERE id = ?", (ref[:-1] + bytes([ref[-1] ^ 1]), tampered)
+            (ref,) = await app.ctx.database.fetch_one("SELECT key_ref FROM managed_keys WHERE id = ?", (tampered,))
+            await execute(
+                app.ctx.database,
+                "UPDATE managed_keys SET key_ref = ? WHERE id = ?",
+                (ref[:-1] + bytes([ref[-1] ^ 1]), tampered),
             )
             r = await c.post(
                 "/v1/sign/managed",

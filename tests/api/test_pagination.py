@@ -14,7 +14,7 @@ from api.app import all_endpoints
 from chains.environment import Environment
 from qday_client import QdayClient, RequestError, models
 from storage.models import Plan, WatchedDescriptor
-from storage.scans_sqlite import SqliteScanStore
+from storage.sql_scans import SqlScanStore
 from tests.api.test_envelope import assert_error, assert_meta
 from tests.custody.support import requires_softhsm, shared_softhsm_conf
 from tests.pipelines.support import evm_address
@@ -190,7 +190,7 @@ async def test_pq_keys_are_paged(client, tenant, clock):
 
 @requires_softhsm
 async def test_managed_key_events_are_paged_in_log_order(app, client, tenant):
-    app.ctx.store.set_plan(tenant.email, Plan.PRO)
+    await app.ctx.store.set_plan(tenant.email, Plan.PRO)
     headers = tenant.auth("secret_live")
     r = await client.post(
         "/v1/keys/generate", json={"algorithm": "ml-dsa-44", "chain": "ethereum", "custody": "managed"}, headers=headers
@@ -218,7 +218,7 @@ async def test_managed_key_events_are_paged_in_log_order(app, client, tenant):
 
 async def test_watched_wallets_are_paged(app, client, tenant, clock):
     """Wallets stored directly (watching one scans it, which needs a chain source)."""
-    store = SqliteScanStore(app.ctx.db, app.ctx.writer).descriptor_watch()
+    store = SqlScanStore(app.ctx.database).descriptor_watch()
     for n in range(5):
         entry = WatchedDescriptor(
             f"wdw_{n}", tenant.account_id, Environment.LIVE, f"wpkh(key{n})", None, 20, 1, None, None, clock.now()

@@ -70,7 +70,7 @@ async def app(esplora: Loopback, tmp_path_factory: pytest.TempPathFactory) -> An
 async def planner(app: Any) -> AsyncIterator[tuple[Any, Any]]:
     async with client_for(app) as client:
         tenant = await make_tenant(client, ("secret_live",))
-        app.ctx.store.set_plan(tenant.email, Plan.PRO)
+        await app.ctx.store.set_plan(tenant.email, Plan.PRO)
         yield client, tenant
 
 

@@ -27,7 +27,7 @@ def _decode(value: str, fmt: str) -> bytes:
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 async def test_generated_keys_sign_and_verify(client, app, algorithm, fmt):
     tenant = await make_tenant(client)
-    app.ctx.store.set_plan(tenant.email, Plan.PRO)
+    await app.ctx.store.set_plan(tenant.email, Plan.PRO)
     for chain in CHAINS:
         r = await client.post(
             GENERATE, json={"algorithm": algorithm, "chain": chain, "format": fmt}, headers=tenant.auth("secret_live")
@@ -110,9 +110,25 @@ async def test_generated_public_keys_are_registered_private_keys_are_not_kept(cl
     listed = (await client.get("/v1/keys", headers=tenant.auth("secret_live"))).json()["data"]
     assert [k["publicKey"] for k in listed] == [data["publicKey"]]
     assert listed[0]["origin"] == "generated" and listed[0]["fingerprint"] == data["fingerprint"]
-    db_bytes = b"".join(p.read_bytes() for p in app.ctx.settings.data_dir.glob("qday.sqlite*"))
+    db_bytes = await _stored_bytes(app)
+    assert data["publicKey"] and bytes.fromhex(data["publicKey"]) in db_bytes  # the search does see what is stored
     assert bytes.fromhex(data["privateKey"])[-64:] not in db_bytes
     assert bytes.fromhex(data["seed"]) not in db_bytes
+
+
+async def _stored_bytes(app) -> bytes:
+    """Everything the operational store holds: its SQLite files (free pages and WAL included),
+    or every binary and text value of every table of its PostgreSQL database."""
+    db = app.ctx.database
+    if db.dialect == "sqlite":
+        return b"".join(p.read_bytes() for p in app.ctx.settings.data_dir.glob("qday.sqlite*"))
+    columns = await db.fetch_all(
+        "SELECT table_name, column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND data_type IN ('bytea', 'text')"
+    )
+    assert columns
+    values = [v for table, column in columns for (v,) in await db.fetch_all(f'SELECT "{column}" FROM "{table}"')]
+    return b"".join(v.encode() if isinstance(v, str) else bytes(v) for v in values if v is not None)
 
 
 async def test_unsupported_algorithm_and_chain(client, tenant):

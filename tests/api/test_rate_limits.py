@@ -55,10 +55,10 @@ async def test_plan_limits_apply_and_change_at_once(app, clock):
         tenant = await make_tenant(client)
         r = await client.get(KEYS, headers=tenant.auth("secret_live"))
         assert r.headers["x-ratelimit-limit"] == "60"
-        app.ctx.store.set_plan(tenant.email, Plan.PRO)
+        await app.ctx.store.set_plan(tenant.email, Plan.PRO)
         r = await client.get(KEYS, headers=tenant.auth("secret_live"))
         assert r.headers["x-ratelimit-limit"] == "1200"
-        app.ctx.store.set_plan(tenant.email, Plan.ENTERPRISE)
+        await app.ctx.store.set_plan(tenant.email, Plan.ENTERPRISE)
         r = await client.get(KEYS, headers=tenant.auth("secret_live"))
         assert r.headers["x-ratelimit-limit"] == "12000"
 
@@ -100,7 +100,7 @@ async def test_a_refused_request_uses_up_no_allowance(app, clock):
     async with client_for(app) as setup:
         free = await make_tenant(setup)
         pro = await make_tenant(setup)
-    app.ctx.store.set_plan(pro.email, Plan.PRO)
+    await app.ctx.store.set_plan(pro.email, Plan.PRO)
     async with client_for(app) as shared:
         for _ in range(60):
             assert (await shared.get(KEYS, headers=free.auth("secret_live"))).status_code == 200

@@ -16,10 +16,10 @@ from eth_account import Account
 from chains.environment import Environment
 from services.settings import load_settings
 from storage.models import Plan
-from storage.scans_sqlite import SqliteScanStore
+from storage.sql_scans import SqlScanStore
 from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary, free_port
 from tests.api.test_envelope import assert_error, assert_meta
-from tests.support import ManualClock, client_for, make_tenant, running_app
+from tests.support import ManualClock, client_for, engine_env, make_tenant, running_app
 
 SCAN = "/v1/scan/wallet"
 
@@ -48,13 +48,14 @@ def scan_clock(scan_app_clock) -> Iterator[ManualClock]:
 
 
 @pytest.fixture(scope="module")
-async def scan_app(anvil, scan_app_clock, tmp_path_factory):
+async def scan_app(anvil, scan_app_clock, tmp_path_factory, app_database_url):
     closed = f"http://127.0.0.1:{free_port()}"
     env = {
         "QDAY_ETHEREUM_RPC_URL": anvil.url,
         "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url,
         "QDAY_POLYGON_RPC_URL": closed,
         "QDAY_FAMILY_CHAINS": "ethereum",  # the family fan-out has its own tests (test_scan_family)
+        **engine_env(app_database_url),  # on both engines
     }
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("scan-data"))
     async with running_app(settings, scan_app_clock) as app:
@@ -65,7 +66,7 @@ async def scan_app(anvil, scan_app_clock, tmp_path_factory):
 async def scanner(scan_app):
     async with client_for(scan_app) as client:
         tenant = await make_tenant(client, ("secret_live", "publishable_live", "secret_test"))
-        scan_app.ctx.store.set_plan(tenant.email, Plan.PRO)
+        await scan_app.ctx.store.set_plan(tenant.email, Plan.PRO)
         yield client, tenant
 
 
@@ -237,8 +238,8 @@ async def test_a_result_scored_by_older_rules_is_not_served_from_the_cache(scann
     client, tenant = scanner
     account = anvil.new_account(10**18)
     first = (await client.post(SCAN, json={"address": account.address}, headers=tenant.auth("secret_live"))).json()
-    store = SqliteScanStore(scan_app.ctx.db, scan_app.ctx.writer)
-    stored = store.latest_result(tenant.account_id, Environment.LIVE, "ethereum", account.address)
+    store = SqlScanStore(scan_app.ctx.database)
+    stored = await store.latest_result(tenant.account_id, Environment.LIVE, "ethereum", account.address)
     assert stored is not None
     await store.save_results([dataclasses.replace(stored, scoring_version="2000.1.1")])
     again = (await client.post(SCAN, json={"address": account.address}, headers=tenant.auth("secret_live"))).json()

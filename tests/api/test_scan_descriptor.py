@@ -64,7 +64,7 @@ async def app(esplora: Loopback, tmp_path_factory: pytest.TempPathFactory) -> An
 async def scanner(app: Any) -> AsyncIterator[tuple[Any, Any]]:
     async with client_for(app) as client:
         tenant = await make_tenant(client, ("secret_live", "publishable_live"))
-        app.ctx.store.set_plan(tenant.email, Plan.PRO)
+        await app.ctx.store.set_plan(tenant.email, Plan.PRO)
         yield client, tenant
 
 
@@ -256,7 +256,7 @@ async def test_a_watched_wallet_counts_its_derived_addresses_against_the_cap(
     zpub = bip84(conformance_dir)["account"]["xpub"]
     chain.pay(wallet_address(zpub, 0, 0).script_pubkey, 50_000, 800_000)
     auth = tenant.auth("secret_live")
-    app.ctx.store.set_plan(tenant.email, Plan.FREE)  # a cap of 100 watched addresses
+    await app.ctx.store.set_plan(tenant.email, Plan.FREE)  # a cap of 100 watched addresses
     r = await client.post("/v1/watchlist/descriptors", json={"descriptor": zpub, "gapLimit": 60}, headers=auth)
     assert (r.status_code, r.json()["error"]["code"]) == (403, "LIM_001")  # 61 + 60 derived > 100
     r = await client.post(
@@ -281,4 +281,4 @@ async def test_a_watched_wallet_counts_its_derived_addresses_against_the_cap(
     assert freed.status_code == 201  # the wallet's 21 addresses no longer count
     missing = await client.delete(f"/v1/watchlist/descriptors/{entry['id']}", headers=auth)
     assert missing.status_code == 404
-    app.ctx.store.set_plan(tenant.email, Plan.PRO)
+    await app.ctx.store.set_plan(tenant.email, Plan.PRO)

@@ -81,7 +81,7 @@ async def test_the_index_exposes_used_and_unused_wallet_keys(app: Any, esplora: 
     chain.pay(first.script_pubkey, 25_000, 2)
     async with client_for(app) as client:
         tenant = await make_tenant(client, ("secret_test",))
-        app.ctx.store.set_plan(tenant.email, Plan.PRO)
+        await app.ctx.store.set_plan(tenant.email, Plan.PRO)
         r = await client.post(
             "/v1/scan/descriptor", json={"descriptor": DESCRIPTOR, "gapLimit": 3}, headers=tenant.auth("secret_test")
         )

@@ -60,7 +60,7 @@ async def test_accounts_of_an_xpub_are_found_and_judged_across_chains(app: Any, 
     xpub = account_key().to_public().to_base58()
     async with client_for(app) as client:
         tenant = await make_tenant(client, ("secret_live",))
-        app.ctx.store.set_plan(tenant.email, Plan.PRO)
+        await app.ctx.store.set_plan(tenant.email, Plan.PRO)
         r = await client.post(
             SCAN, json={"descriptor": xpub, "chain": "ethereum", "gapLimit": 3}, headers=tenant.auth("secret_live")
         )

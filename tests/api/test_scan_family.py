@@ -40,7 +40,7 @@ async def family_app(nodes, tmp_path_factory):
 async def scanner(family_app):
     async with client_for(family_app) as client:
         tenant = await make_tenant(client, ("secret_live",))
-        family_app.ctx.store.set_plan(tenant.email, Plan.PRO)
+        await family_app.ctx.store.set_plan(tenant.email, Plan.PRO)
         yield client, tenant
 
 

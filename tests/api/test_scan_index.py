@@ -102,7 +102,7 @@ async def index_app(esploras: Any, tmp_path_factory: pytest.TempPathFactory, con
 async def scanner(index_app: Any) -> AsyncIterator[tuple[Any, Any]]:
     async with client_for(index_app) as client:
         tenant = await make_tenant(client, ("secret_live", "secret_test"))
-        index_app.ctx.store.set_plan(tenant.email, Plan.PRO)
+        await index_app.ctx.store.set_plan(tenant.email, Plan.PRO)
         yield client, tenant
 
 

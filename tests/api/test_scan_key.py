@@ -23,7 +23,7 @@ from services.settings import load_settings
 from storage.models import Plan
 from tests.api.test_envelope import assert_error
 from tests.chain_clients.loopback import Loopback
-from tests.support import ManualClock, client_for, make_tenant, running_app
+from tests.support import ManualClock, client_for, engine_env, make_tenant, running_app
 
 KEY_SCAN = "/v1/scan/key"
 SCAN = "/v1/scan/wallet"
@@ -77,8 +77,13 @@ async def esplora(conformance_dir):
 
 
 @pytest.fixture(scope="module")
-async def key_app(esplora, tmp_path_factory):
-    env = {"QDAY_BITCOIN_ESPLORA_URL": esplora.url, "QDAY_FAMILY_CHAINS": "bitcoin", "QDAY_FAMILY_WAIT_SECONDS": "5"}
+async def key_app(esplora, tmp_path_factory, app_database_url):
+    env = {
+        "QDAY_BITCOIN_ESPLORA_URL": esplora.url,
+        "QDAY_FAMILY_CHAINS": "bitcoin",
+        "QDAY_FAMILY_WAIT_SECONDS": "5",
+        **engine_env(app_database_url),  # on both engines
+    }
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("key-scan-data"))
     async with running_app(settings, ManualClock()) as app:
         yield app
@@ -88,7 +93,7 @@ async def key_app(esplora, tmp_path_factory):
 async def scanner(key_app):
     async with client_for(key_app) as client:
         tenant = await make_tenant(client, ("secret_live", "publishable_live"))
-        key_app.ctx.store.set_plan(tenant.email, Plan.PRO)
+        await key_app.ctx.store.set_plan(tenant.email, Plan.PRO)
         yield client, tenant
 
 

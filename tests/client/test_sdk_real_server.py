@@ -4,6 +4,7 @@ with the server's verification (both ways), and no key in any log line."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 
@@ -168,7 +169,9 @@ async def test_managed_custody_needs_pro_and_then_signs(client, server):
 
 @requires_softhsm
 async def test_managed_key_lifecycle_through_the_sdk(client, server):
-    assert qday_main(["admin", "set-plan", client.account.email, "pro", "--data-dir", str(server.data_dir)]) == 0
+    # the command runs its own event loop: off this test's
+    argv = ["admin", "set-plan", client.account.email, "pro", "--data-dir", str(server.data_dir)]
+    assert await asyncio.to_thread(qday_main, argv) == 0
     managed = await client.generate_key("ml-dsa-44", "ethereum", custody="managed")
     assert isinstance(managed, models.ManagedKey) and managed.state == "active"
     signed = await client.sign_managed(managed.id, b"pay 1 BTC".hex(), "ml-dsa-44")

@@ -1,8 +1,11 @@
 """Fixtures of the custody tests: the process's SoftHSM2 token, a fresh store per
-test, and a service with a manual clock."""
+test on each engine (``database``, from ``tests.databases``) or on a SQLite file
+(``sqlite_database``, for what only SQLite files have), and a service with a manual
+clock."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
@@ -10,8 +13,9 @@ import pytest
 from services.accounts import Principal
 from services.custody.lifecycle import ManagedCustodyService
 from services.custody.softhsm import open_softhsm
-from storage.managed_keys_sqlite import SqliteManagedKeyStore
-from storage.sqlite_db import open_database
+from storage.database import Database
+from storage.sql_managed_keys import SqlManagedKeyStore
+from storage.sqlite_engine import SqliteDatabase
 from tests.custody.support import add_principal, shared_softhsm_conf
 from tests.support import ManualClock
 
@@ -31,17 +35,18 @@ def backend():
 
 
 @pytest.fixture
-def db(tmp_path):
-    """A migrated operational store of its own."""
-    conn = open_database(tmp_path / "qday.sqlite")
-    yield conn
-    conn.close()
+def sqlite_database(tmp_path) -> Iterator[SqliteDatabase]:
+    """A migrated operational store of its own in ``tmp_path/qday.sqlite`` (writes
+    committed inline)."""
+    db = SqliteDatabase(tmp_path / "qday.sqlite")
+    yield db
+    db.close()
 
 
 @pytest.fixture
-def store(db) -> SqliteManagedKeyStore:
-    """Managed keys on the test's store (signature counts written inline)."""
-    return SqliteManagedKeyStore(db)
+def store(database: Database) -> SqlManagedKeyStore:
+    """Managed keys on the test's store, on each engine."""
+    return SqlManagedKeyStore(database)
 
 
 @pytest.fixture
@@ -51,9 +56,9 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def principal(db) -> Principal:
+async def principal(database: Database) -> Principal:
     """A Pro account's live secret key."""
-    return add_principal(db)
+    return await add_principal(database)
 
 
 @pytest.fixture

@@ -15,17 +15,17 @@ from chains.environment import Environment
 from core.clock import SystemClock
 from services.accounts import Principal
 from services.custody.lifecycle import ManagedCustodyService
-from storage.managed_keys_sqlite import SqliteManagedKeyStore
 from storage.models import Account, Plan
-from storage.sqlite_db import open_database
+from storage.sql_managed_keys import SqlManagedKeyStore
+from storage.sqlite_engine import SqliteDatabase
 from tests.custody.support import shared_softhsm_conf
 
 
 async def main(db_path: Path, account_id: str) -> None:
     from services.custody.softhsm import open_softhsm
 
-    conn = open_database(db_path)
-    service = ManagedCustodyService(SqliteManagedKeyStore(conn), open_softhsm(shared_softhsm_conf()), SystemClock())
+    db = SqliteDatabase(db_path)
+    service = ManagedCustodyService(SqlManagedKeyStore(db), open_softhsm(shared_softhsm_conf()), SystemClock())
     account = Account(account_id, f"{account_id}@example.com", None, Plan.PRO, datetime(2026, 1, 1, tzinfo=UTC))
     principal = Principal(account, "secret", "key_crash", Environment.LIVE)
     print("ready", flush=True)

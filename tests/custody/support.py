@@ -16,10 +16,9 @@ import os
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Coroutine
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
 
 import pytest
 
@@ -29,10 +28,9 @@ from services.accounts import Principal
 from services.custody.backend import binding_for
 from services.custody.pkcs11 import SOFTHSM_MODULE
 from services.custody.softhsm import SoftHsmLayout, _file_lock, ensure_softhsm_token
+from storage.database import Database
 from storage.models import Account, Plan
-from storage.sqlite import SqliteStore
-
-T = TypeVar("T")
+from storage.sql_accounts import SqlStore
 
 SOFTHSM_AVAILABLE = Path(SOFTHSM_MODULE).is_file() and shutil.which("softhsm2-util") is not None
 requires_softhsm = pytest.mark.skipif(
@@ -107,23 +105,15 @@ def files_containing(root: Path, patterns: list[bytes]) -> list[str]:
     return hits
 
 
-def add_principal(
-    db: sqlite3.Connection, plan: Plan = Plan.PRO, environment: Environment = Environment.LIVE
-) -> Principal:
+async def add_principal(db: Database, plan: Plan = Plan.PRO, environment: Environment = Environment.LIVE) -> Principal:
     """A new account row on ``db`` and a secret-key principal for it."""
     account_id = new_id("usr")
     account = Account(account_id, f"{account_id}@example.com", None, plan, datetime(2026, 1, 1, tzinfo=UTC))
-    run_to_completion(SqliteStore(db).create_account(account, "x"))  # plain and async tests call this
+    await SqlStore(db).create_account(account, "x")
     return Principal(account, "secret", new_id("key"), environment)
 
 
-def run_to_completion(coroutine: Coroutine[Any, Any, T]) -> T:
-    """The result of a store coroutine called from plain code, inside an event loop or
-    not. A store without a writer commits on its connection, so its coroutines finish
-    without ever suspending; one that would suspend is a mistake in the test."""
-    try:
-        coroutine.send(None)
-    except StopIteration as finished:
-        return finished.value
-    coroutine.close()
-    raise AssertionError("the coroutine suspended: it needs an event loop")
+async def execute(db: Database, sql: str, args: Sequence[object] = ()) -> int:
+    """Run one statement in a write transaction of its own, behind the repositories'
+    back (what an operator or an attacker with the database would do); the rows changed."""
+    return await db.write(lambda tx: tx.execute(sql, args))

@@ -17,8 +17,9 @@ from core.ids import new_id
 from pipelines.resources import SnapshotChainDataResource
 from pipelines.runner import LoopThread
 from pipelines.sources import write_snapshot
-from storage.scans_sqlite import SqliteScanStore
-from storage.sqlite_db import open_database, ts
+from storage.sql import ts
+from storage.sql_scans import SqlScanStore
+from storage.sqlite_db import open_connection
 from tests.chain_clients.loopback import Loopback
 from tests.pipelines.support import DataDir, ThreadedLoopback, evm_address, evm_observation
 
@@ -41,7 +42,7 @@ def today(pipeline_now: datetime) -> date:
 def data_dir(tmp_path: Path, pipeline_now: datetime) -> DataDir:
     root = tmp_path / "data"
     root.mkdir()
-    open_database(root / "qday.sqlite").close()
+    open_connection(root / "qday.sqlite").close()
     return DataDir(root, pipeline_now)
 
 
@@ -64,7 +65,6 @@ def snapshot_world(data_dir: DataDir, tmp_path: Path):
         conn = data_dir.connect()
         try:
             conn.execute("BEGIN IMMEDIATE")
-            store = SqliteScanStore(conn)
             for n in range(start, start + count):
                 address = evm_address(n)
                 created = datetime.now(UTC) - timedelta(minutes=10)
@@ -74,9 +74,10 @@ def snapshot_world(data_dir: DataDir, tmp_path: Path):
                 )
                 observations.append(evm_observation(address, balance=n * 10**17, nonce=n % 7))
             conn.execute("COMMIT")
-            assert len(store.watchlist(account_id, Environment.LIVE)) >= count
         finally:
             conn.close()
+        watched = data_dir.run(lambda db: SqlScanStore(db).watchlist(account_id, Environment.LIVE))
+        assert len(watched) >= count
         snapshot = tmp_path / f"snapshot-{start}-{count}.jsonl"
         write_snapshot(snapshot, observations)
         return data_dir, data_dir.resources(chain_data=SnapshotChainDataResource(snapshot_file=str(snapshot)))

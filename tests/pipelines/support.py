@@ -5,9 +5,12 @@ addresses and partition keys. The fixtures are in ``tests/pipelines/fixtures.py`
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any, TypeVar
 
 from chains.codecs.detect import parse_address
 from chains.environment import Environment
@@ -22,12 +25,16 @@ from pipelines.resources import (
 )
 from pipelines.runner import LoopThread
 from storage.analytics import AnalyticsStore
+from storage.database import Database
+from storage.engines import open_database
 from storage.models import Account, Plan, WatchedAddress
-from storage.scans_sqlite import SqliteScanStore
-from storage.sqlite import SqliteStore
-from storage.sqlite_db import open_database
+from storage.sql_accounts import SqlStore
+from storage.sql_scans import SqlScanStore
+from storage.sqlite_db import open_connection
 from tests.chain_clients.loopback import Loopback
 from tests.observations import observation
+
+T = TypeVar("T")
 
 
 def partition(chain: str, day: date) -> str:
@@ -38,10 +45,12 @@ def partition(chain: str, day: date) -> str:
 @dataclass
 class DataDir:
     """A data directory with two accounts and the resources of a run on it; the runs'
-    clock is stopped at ``now`` (the ``pipeline_now`` fixture)."""
+    clock is stopped at ``now`` (the ``pipeline_now`` fixture). The operational store is
+    the SQLite file ``db``, or the PostgreSQL database at ``database_url``."""
 
     root: Path
     now: datetime
+    database_url: str = ""
 
     @property
     def today(self) -> date:
@@ -58,28 +67,42 @@ class DataDir:
 
     def resources(self, **chain_data) -> dict[str, object]:
         return {
-            "operational_store": OperationalStoreResource(database=str(self.db)),
+            "operational_store": OperationalStoreResource(database=str(self.db), database_url=self.database_url),
             "analytics": AnalyticsResource(root=str(self.root / "analytics")),
             "prices": StaticPriceResource(),
             "clock": FixedClockResource(at=self.now.isoformat()),
             **chain_data,
         }
 
-    def connect(self):
-        return open_database(self.db)
+    def connect(self) -> sqlite3.Connection:
+        """A raw connection to the operational SQLite file (migrations applied), for SQL of
+        the test's own."""
+        return open_connection(self.db)
+
+    def run(self, call: Callable[[Database], Coroutine[Any, Any, T]]) -> T:
+        """``call`` on the operational database, opened for it on an event loop of its own
+        and closed after (the pipeline tests are plain functions: no loop runs in their thread)."""
+
+        async def opened() -> T:
+            db = await open_database(self.database_url, self.db, pool_size=2)
+            try:
+                return await call(db)
+            finally:
+                await db.aclose()
+
+        return asyncio.run(opened())
 
     def account(self, email: str) -> str:
-        conn = self.connect()
-        try:
-            store = SqliteStore(conn)
-            found = store.account_by_email(email)
+        async def find_or_create(db: Database) -> str:
+            store = SqlStore(db)
+            found = await store.account_by_email(email)
             if found is not None:
                 return found[0].id
             account = Account(new_id("usr"), email, None, Plan.FREE, datetime.now(UTC))
-            asyncio.run(store.create_account(account, "not-a-real-hash"))
+            await store.create_account(account, "not-a-real-hash")
             return account.id
-        finally:
-            conn.close()
+
+        return self.run(find_or_create)
 
     def watch(
         self,
@@ -91,14 +114,16 @@ class DataDir:
         created_at: datetime | None = None,
     ) -> WatchedAddress:
         """Watch an address as the API does (``created_at``: the wall clock by default)."""
-        conn = self.connect()
-        try:
-            entry = WatchedAddress(
-                new_id("wat"), account_id, environment, chain, address, label, created_at or datetime.now(UTC)
-            )
-            return asyncio.run(SqliteScanStore(conn).watch(entry))
-        finally:
-            conn.close()
+        entry = WatchedAddress(
+            new_id("wat"), account_id, environment, chain, address, label, created_at or datetime.now(UTC)
+        )
+
+        async def watch(db: Database) -> WatchedAddress:
+            stored = await SqlScanStore(db).watch(entry)
+            assert stored is not None  # no cap
+            return stored
+
+        return self.run(watch)
 
     def results(self) -> list[tuple]:
         conn = self.connect()

@@ -4,6 +4,8 @@ the injected clock."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import AsyncGenerator
 from datetime import UTC, datetime, timedelta
 
 import polars as pl
@@ -18,8 +20,9 @@ from pipelines.rescore import DAILY, FAMILY_TARGET_ORDER, Batch, export_family_t
 from pipelines.resources import FixedClockResource, OperationalStoreResource
 from scoring import load_readiness, observations_to_frame, score_frame
 from storage.analytics import BALANCE, EVIDENCE_DTYPE, TABLES, UTC_TS
-from storage.models import WatchedAddress
-from storage.scans_sqlite import WATCH_EXPORT_COLUMNS, SqliteScanStore, open_scan_store
+from storage.database import Row
+from storage.models import ScanResult, WatchedAddress
+from storage.sql_scans import WATCH_EXPORT_COLUMNS, SqlScanStore
 from tests.pipelines.support import DataDir, evm_address, evm_observation, partition
 
 # The statement ``pipelines.rescore`` ran itself before the export moved into the store.
@@ -42,13 +45,17 @@ def _watch_many(data_dir: DataDir) -> list[WatchedAddress]:
     return entries
 
 
+async def _chunks(stream: AsyncGenerator[list[Row], None]) -> list[list[Row]]:
+    return [rows async for rows in stream]
+
+
 def test_the_watchlist_export_returns_the_rows_of_the_old_query_in_chunks(data_dir: DataDir) -> None:
     _watch_many(data_dir)
     conn = data_dir.connect()
     try:
         for chain, count in (("ethereum", 6), ("base", 1), ("bitcoin", 0)):
             old = conn.execute(OLD_EXPORT_SQL, (chain,)).fetchall()
-            chunks = list(SqliteScanStore(conn).export_watchlist(chain, chunk=2))
+            chunks = data_dir.run(lambda db, chain=chain: _chunks(SqlScanStore(db).export_watchlist(chain, chunk=2)))
             assert len(old) == count and [row for rows in chunks for row in rows] == old, chain
             assert [len(rows) for rows in chunks] == [2] * (count // 2) + [1] * (count % 2)
             assert all(len(row) == len(WATCH_EXPORT_COLUMNS) for row in old)
@@ -59,20 +66,15 @@ def test_the_watchlist_export_returns_the_rows_of_the_old_query_in_chunks(data_d
 def test_the_watchlist_export_is_one_snapshot_even_while_entries_are_added(data_dir: DataDir) -> None:
     _watch_many(data_dir)
     account = data_dir.account("a@example.com")
-    conn = data_dir.connect()
-    try:
-        export = SqliteScanStore(conn).export_watchlist("ethereum", chunk=1)
+    with OperationalStoreResource(database=str(data_dir.db)).open(writer=False) as op:
+        export = op.export_watchlist("ethereum", 1)
         first = next(export)
         added = data_dir.watch(account, "ethereum", evm_address(0))  # sorts first: already read past
         later = data_dir.watch(account, "ethereum", evm_address(99))  # sorts last: still ahead of the cursor
         rest = [row for rows in export for row in rows]
         ids = {row[0] for row in [*first, *rest]}
         assert len(ids) == 6 and added.id not in ids and later.id not in ids
-        assert (
-            sum(len(rows) for rows in SqliteScanStore(conn).export_watchlist("ethereum")) == 8
-        )  # a new read sees them
-    finally:
-        conn.close()
+        assert sum(len(rows) for rows in op.export_watchlist("ethereum", 10_000)) == 8  # a new read sees them
 
 
 def test_exporting_through_the_store_writes_the_old_frame(data_dir: DataDir) -> None:
@@ -80,8 +82,9 @@ def test_exporting_through_the_store_writes_the_old_frame(data_dir: DataDir) -> 
     store = data_dir.analytics
     target = store.daily_file("watchlist", data_dir.today, "ethereum")
     batch = Batch(data_dir.today, DAILY, "run-1")
-    with open_scan_store(data_dir.db, writer=False) as scans, store.writer("watchlist", target) as writer:
-        rows, distinct = export_watchlist(scans, Chain.ETHEREUM, writer, batch, data_dir.now, chunk=4)
+    resource = OperationalStoreResource(database=str(data_dir.db))
+    with resource.open(writer=False) as op, store.writer("watchlist", target) as writer:
+        rows, distinct = export_watchlist(op, Chain.ETHEREUM, writer, batch, data_dir.now, chunk=4)
     assert (rows, distinct) == (6, 5)  # evm_address(3) is watched by both tenants
     frame = pl.read_parquet(target)
     assert frame.schema == TABLES["watchlist"].schema
@@ -102,13 +105,14 @@ def test_family_targets_are_the_siblings_of_addresses_watched_on_the_family_chai
     store = data_dir.analytics
     batch = Batch(data_dir.today, DAILY, "run-1")
     found = {}
+    resource = OperationalStoreResource(database=str(data_dir.db))
     for chain in (Chain.ETHEREUM, Chain.BASE, Chain.TRON, Chain.BITCOIN):
         target = store.daily_file("family_targets", data_dir.today, chain.value)
         with (
-            open_scan_store(data_dir.db, writer=False) as scans,
+            resource.open(writer=False) as op,
             store.writer("family_targets", target, sort_by=FAMILY_TARGET_ORDER) as writer,
         ):
-            read, invalid = export_family_targets(scans, chain, writer, batch, chunk=2)
+            read, invalid = export_family_targets(op, chain, writer, batch, chunk=2)
         assert invalid == 0 and read == {"ethereum": 1, "base": 5, "tron": 6, "bitcoin": 0}[chain.value]
         found[chain] = pl.read_parquet(target)
     # the ethereum watch list's own addresses are no targets there; base's one is
@@ -127,16 +131,37 @@ def test_family_targets_are_the_siblings_of_addresses_watched_on_the_family_chai
     assert found[Chain.BITCOIN].height == 0
 
 
-def test_the_operational_store_resource_owns_its_connection_and_writer(data_dir: DataDir) -> None:
+def _threads() -> list[str]:
+    return sorted(t.name for t in threading.enumerate() if t.name in ("qday-pipeline-loop", "qday-group-commit"))
+
+
+def _result(account: str, address: str, data_as_of: datetime, risk_value: int) -> ScanResult:
+    return ScanResult(
+        account, Environment.LIVE, "ethereum", address, "{}", risk_value, "W1", "v", data_as_of, data_as_of, "pipeline"
+    )
+
+
+def test_the_operational_store_resource_owns_its_loop_connection_and_writer(data_dir: DataDir) -> None:
     resource = OperationalStoreResource(database=str(data_dir.db))
+    before = _threads()
     with resource.open(writer=False) as op:
         assert op.watched() == []
+        assert _threads() == sorted([*before, "qday-pipeline-loop"])  # no writer thread
         with pytest.raises(RuntimeError, match="read-only"):
             op.publish([])
-    entry = data_dir.watch(data_dir.account("a@example.com"), "ethereum", evm_address(7))
+    assert _threads() == before
+    account = data_dir.account("a@example.com")
+    entry = data_dir.watch(account, "ethereum", evm_address(7))
+    at = datetime(2026, 11, 22, 2, tzinfo=UTC)
     with resource.open() as op:
+        assert _threads() == sorted([*before, "qday-group-commit", "qday-pipeline-loop"])
         assert [e.id for e in op.watched()] == [entry.id]
         assert op.publish([]) == (0, 0)
+        assert op.publish([_result(account, entry.address, at, 40)]) == (1, 0)
+        # a result of older chain data than the stored one (an API refresh since the run observed it) is kept
+        assert op.publish([_result(account, entry.address, at - timedelta(hours=1), 90)]) == (0, 1)
+    assert _threads() == before
+    assert [(row[3], row[5]) for row in data_dir.results()] == [(entry.address, 40)]
 
 
 def test_analytics_tables_store_the_scorer_columns_as_declared() -> None:

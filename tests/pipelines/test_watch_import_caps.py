@@ -11,7 +11,7 @@ import pytest
 from chains.environment import Environment
 from cli.main import main
 from storage.models import Plan
-from storage.sqlite import SqliteStore
+from storage.sql_accounts import SqlStore
 from tests.pipelines.support import DataDir, evm_address
 
 
@@ -69,11 +69,7 @@ def test_enterprise_cap_comes_from_the_setting(
     data_dir: DataDir, tmp_path: Path, capsys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     account = data_dir.account("ops@example.com")
-    conn = data_dir.connect()
-    try:
-        SqliteStore(conn).set_plan("ops@example.com", Plan.ENTERPRISE)
-    finally:
-        conn.close()
+    data_dir.run(lambda db: SqlStore(db).set_plan("ops@example.com", Plan.ENTERPRISE))
     monkeypatch.setenv("QDAY_ENTERPRISE_WATCH_CAP", "2")
     source = tmp_path / "watch.csv"
     source.write_text("address\n" + "".join(f"{evm_address(600 + n)}\n" for n in range(4)), encoding="utf-8")

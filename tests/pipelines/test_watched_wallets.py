@@ -3,7 +3,6 @@ loopback Esplora serving a built chain of real transactions (``tests.esplora_cha
 
 from __future__ import annotations
 
-import asyncio
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,8 +17,8 @@ from chains.registry import Network
 from core.ids import new_id
 from pipelines.resources import EndpointChainDataResource, SnapshotChainDataResource
 from pipelines.wallets import watched_wallets
-from storage.descriptor_watch_sqlite import SqliteDescriptorWatchStore
 from storage.models import WatchedDescriptor
+from storage.sql_descriptor_watch import SqlDescriptorWatchStore
 from tests.esplora_chain import EsploraChain
 from tests.pipelines.support import DataDir, ThreadedLoopback, evm_address
 
@@ -42,16 +41,12 @@ def chain_data(tmp_path: Path, esplora: ThreadedLoopback) -> EndpointChainDataRe
 
 
 def watch_wallet(data_dir: DataDir, account_id: str, descriptor: str, gap_limit: int) -> WatchedDescriptor:
-    conn = data_dir.connect()
-    try:
-        entry = WatchedDescriptor(
-            new_id("wdw"), account_id, Environment.LIVE, descriptor, None, gap_limit, 0, None, None, datetime.now(UTC)
-        )
-        stored = asyncio.run(SqliteDescriptorWatchStore(conn).add(entry, 1_000_000))
-        assert stored is not None
-        return stored
-    finally:
-        conn.close()
+    entry = WatchedDescriptor(
+        new_id("wdw"), account_id, Environment.LIVE, descriptor, None, gap_limit, 0, None, None, datetime.now(UTC)
+    )
+    stored = data_dir.run(lambda db: SqlDescriptorWatchStore(db).add(entry, 1_000_000))
+    assert stored is not None
+    return stored
 
 
 def stored_wallet(data_dir: DataDir, entry_id: str) -> tuple[int, dict | None]:

@@ -15,55 +15,57 @@ from typing import Any
 
 def api_like(db: str, account_id: str, addresses: list[str], stop: Any, reports: Any, deadline: float) -> None:
     """What API workers do: point reads of results and watch lists, new watch entries and
-    scan results written on another chain (Solana)."""
+    scan results written on another chain (Solana), through a group-commit writer."""
     import asyncio
 
     from chains.codecs.solana import SolanaAddress
     from chains.environment import Environment
     from chains.registry import Chain, Network
     from core.ids import new_id
-    from storage.group_commit import GroupCommitWriter
     from storage.models import ScanResult, WatchedAddress
-    from storage.scans_sqlite import SqliteScanStore
-    from storage.sqlite_db import open_database
+    from storage.sql_scans import SqlScanStore
+    from storage.sqlite_engine import SqliteDatabase
 
     report: dict[str, Any] = {"reads": 0, "watched": [], "saved": [], "errors": []}
-    conn = open_database(Path(db))
-    writer = GroupCommitWriter(Path(db))
-    store = SqliteScanStore(conn, writer)
-    end = time.monotonic() + deadline
-    n = 0
-    try:
-        while not stop.is_set() and time.monotonic() < end:
-            n += 1
-            try:
-                for address in addresses[n % len(addresses) :][:20]:
-                    store.latest_result(account_id, Environment.LIVE, "ethereum", address)
-                    report["reads"] += 1
-                store.watchlist(account_id, Environment.LIVE)
-                # Solana: no key family shared with the pipeline's Ethereum partition, whose
-                # observe run would otherwise look these addresses' siblings up
-                address = str(SolanaAddress((0xB000000 + n).to_bytes(32, "big"), Chain.SOLANA, Network.MAINNET))
-                entry = asyncio.run(
-                    store.watch(
+
+    async def work() -> None:
+        database = SqliteDatabase(Path(db), group_commit=True)
+        store = SqlScanStore(database)
+        end = time.monotonic() + deadline
+        n = 0
+        try:
+            while not stop.is_set() and time.monotonic() < end:
+                n += 1
+                try:
+                    for address in addresses[n % len(addresses) :][:20]:
+                        await store.latest_result(account_id, Environment.LIVE, "ethereum", address)
+                        report["reads"] += 1
+                    await store.watchlist(account_id, Environment.LIVE)
+                    # Solana: no key family shared with the pipeline's Ethereum partition, whose
+                    # observe run would otherwise look these addresses' siblings up
+                    address = str(SolanaAddress((0xB000000 + n).to_bytes(32, "big"), Chain.SOLANA, Network.MAINNET))
+                    entry = await store.watch(
                         WatchedAddress(
                             new_id("wat"), account_id, Environment.LIVE, "solana", address, None, datetime.now(UTC)
                         )
                     )
-                )
-                report["watched"].append(entry.id)
-                now = datetime.now(UTC)
-                result = ScanResult(
-                    account_id, Environment.LIVE, "solana", address, "{}", 10, "W1", "v", now, now, "api"
-                )
-                asyncio.run(store.save_results([result]))
-                report["saved"].append(address)
-            except Exception:  # noqa: BLE001 - reported to the test
-                report["errors"].append(traceback.format_exc())
-            time.sleep(0.005)
+                    assert entry is not None  # no cap
+                    report["watched"].append(entry.id)
+                    now = datetime.now(UTC)
+                    result = ScanResult(
+                        account_id, Environment.LIVE, "solana", address, "{}", 10, "W1", "v", now, now, "api"
+                    )
+                    await store.save_results([result])
+                    report["saved"].append(address)
+                except Exception:  # noqa: BLE001 - reported to the test
+                    report["errors"].append(traceback.format_exc())
+                await asyncio.sleep(0.005)
+        finally:
+            await database.aclose()
+
+    try:
+        asyncio.run(work())
     finally:
-        writer.close()
-        conn.close()
         reports.put(("api", report))
 
 

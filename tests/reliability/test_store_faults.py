@@ -32,7 +32,9 @@ from sanic import Sanic
 
 import pqc
 from services.settings import load_settings
+from storage.database import Tx
 from storage.models import Plan
+from storage.sqlite_engine import SqliteDatabase
 from tests.signing import eip191_signature, public_key
 from tests.support import ManualClock, Tenant, client_for, make_tenant, running_app
 
@@ -116,7 +118,7 @@ async def store_app(tmp_path) -> AsyncIterator[tuple[Sanic, ManualClock, Writer,
     clock = ManualClock()
     async with running_app(settings, clock) as app, client_for(app) as client:
         tenant = await make_tenant(client, ("secret_live",))
-        app.ctx.store.set_plan(tenant.email, Plan.PRO)  # the watch-list cap of the free plan is 100
+        await app.ctx.store.set_plan(tenant.email, Plan.PRO)  # the watch-list cap of the free plan is 100
         r = await client.post(
             "/v1/keys/generate",
             json={"algorithm": "ml-dsa-44", "chain": "ethereum"},
@@ -127,11 +129,17 @@ async def store_app(tmp_path) -> AsyncIterator[tuple[Sanic, ManualClock, Writer,
 
 
 def _pragma(app: Sanic, statement: str) -> None:
-    """Run a PRAGMA on the app's request connection and on the group-commit writer's (idle
+    """Run a PRAGMA on the app's read connection and on the group-commit writer's (idle
     between these sequential requests; with query_only on it could not even begin a
     transaction of its own to run it)."""
-    app.ctx.db.execute(statement)
-    app.ctx.writer._conn.execute(statement)
+    db = app.ctx.database
+    assert isinstance(db, SqliteDatabase)
+    db._conn.execute(statement)
+    db._writer._conn.execute(statement)  # the GroupCommitWriter's connection
+
+
+async def _nothing(tx: Tx) -> None:
+    """A write that changes nothing."""
 
 
 def _assert_store_unavailable(response: httpx.Response) -> None:
@@ -188,7 +196,7 @@ async def test_full_store_refuses_writes_with_503_keeps_what_it_acknowledged_and
     for write in writer.kinds():
         assert (await write()).status_code == 201
     baseline = {k: v - len(writer.acked[k]) for k, v in _counts(path).items()}
-    (pages,) = app.ctx.db.execute("PRAGMA page_count").fetchone()
+    (pages,) = await app.ctx.database.fetch_one("PRAGMA page_count")
     _pragma(app, f"PRAGMA max_page_count = {pages}")
 
     refused_kinds: set[str] = set()
@@ -244,7 +252,7 @@ async def test_a_write_lock_held_elsewhere_does_not_stall_authenticated_reads(st
     finally:
         holder.rollback()
         holder.close()
-    await app.ctx.writer.write(lambda c: None)  # queued before this write: committed with it or earlier
+    await app.ctx.database.write(_nothing)  # queued before this write: committed with it or earlier
     db = sqlite3.connect(path)
     try:
         (recorded,) = db.execute("SELECT last_used_at FROM api_keys WHERE id = ?", (key_id,)).fetchone()

@@ -19,7 +19,7 @@ import httpx
 
 import cli.main
 from services.settings import load_settings
-from storage.sqlite_db import PRIVATE_UMASK, make_private, open_database
+from storage.sqlite_db import PRIVATE_UMASK, make_private, open_connection
 from tests.custody.support import requires_softhsm, shared_softhsm_conf
 from tests.support import REPO_ROOT, ManualClock, ServerProcess, client_for, make_tenant, running_app
 
@@ -90,7 +90,7 @@ def test_new_database_is_private_under_umask_022(tmp_path):
     with umask(0o022):
         data.mkdir()
         assert mode(data) == 0o755
-        conn = open_database(data / "qday.sqlite")
+        conn = open_connection(data / "qday.sqlite")
         try:
             conn.execute("CREATE TABLE t (x)")
             conn.execute("INSERT INTO t VALUES (1)")  # the WAL now holds a frame
@@ -111,7 +111,7 @@ def test_readable_files_of_an_older_version_are_made_private(tmp_path):
         old.commit()  # kept open: its -wal and -shm stay, readable by all
         try:
             assert mode(data / "qday.sqlite") == mode(data / "qday.sqlite-wal") == 0o644
-            open_database(data / "qday.sqlite").close()
+            open_connection(data / "qday.sqlite").close()
             assert not_private(data) == {}
         finally:
             old.close()
@@ -151,7 +151,7 @@ def test_qday_sql_writes_private_parquet_and_duckdb_files(tmp_path):
     data = tmp_path / "data"
     command = ["sql", "--data-dir", str(data), "--write-catalog", str(data / "views.duckdb")]
     with umask(0o022):  # inherited by the child
-        open_database(data / "qday.sqlite").close()  # `qday sql` wants a service's data directory
+        open_connection(data / "qday.sqlite").close()  # `qday sql` wants a service's data directory
         done = subprocess.run(
             [sys.executable, "-m", "cli.main", *command],
             cwd=REPO_ROOT,

@@ -8,7 +8,8 @@ import sqlite3
 
 import pytest
 
-from storage.errors import StoreUnavailable
+from storage.database import Operation, Tx
+from storage.errors import ConstraintViolation, StoreUnavailable
 from storage.group_commit import GroupCommitWriter
 from storage.sqlite_db import connect
 
@@ -24,9 +25,11 @@ def writer(tmp_path):
     w.close()
 
 
-def _insert(value):
-    def operation(c: sqlite3.Connection) -> int:
-        return c.execute("INSERT INTO t (v) VALUES (?) RETURNING id", (value,)).fetchone()[0]
+def _insert(value: str) -> Operation[int]:
+    async def operation(tx: Tx) -> int:
+        row = await tx.fetch_one("INSERT INTO t (v) VALUES (?) RETURNING id", (value,))
+        assert row is not None
+        return int(row[0])
 
     return operation
 
@@ -42,8 +45,8 @@ async def test_concurrent_writes_all_land_and_are_visible_when_acknowledged(writ
 async def test_a_failing_write_does_not_undo_its_batch_neighbours(writer):
     w, path = writer
 
-    def broken(c: sqlite3.Connection) -> None:
-        c.execute("INSERT INTO t (v) VALUES ('partial')")
+    async def broken(tx: Tx) -> None:
+        await tx.execute("INSERT INTO t (v) VALUES ('partial')")
         raise ValueError("rejected by the caller's rule")
 
     results = await asyncio.gather(
@@ -56,8 +59,8 @@ async def test_a_failing_write_does_not_undo_its_batch_neighbours(writer):
 
 async def test_integrity_errors_reach_the_caller(writer):
     w, _ = writer
-    with pytest.raises(sqlite3.IntegrityError):
-        await w.write(lambda c: c.execute("INSERT INTO t (v) VALUES (NULL)"))
+    with pytest.raises(ConstraintViolation, match="NOT NULL"):
+        await w.write(lambda tx: tx.execute("INSERT INTO t (v) VALUES (NULL)"))
 
 
 async def test_read_only_database_gives_store_unavailable(tmp_path):
@@ -77,7 +80,7 @@ async def test_read_only_database_gives_store_unavailable(tmp_path):
 async def test_submitted_writes_commit_in_order_and_their_failures_are_logged(writer, caplog):
     w, path = writer
 
-    def broken(c: sqlite3.Connection) -> None:
+    async def broken(tx: Tx) -> None:
         raise ValueError("bookkeeping rejected")
 
     w.submit(_insert("queued"))
@@ -86,6 +89,18 @@ async def test_submitted_writes_commit_in_order_and_their_failures_are_logged(wr
     values = [r[0] for r in sqlite3.connect(path).execute("SELECT v FROM t ORDER BY id")]
     assert values == ["queued", "awaited"] and last == 2
     assert "bookkeeping rejected" in caplog.text
+
+
+async def test_an_operation_that_awaits_anything_but_its_transaction_fails_alone(writer):
+    w, path = writer
+
+    async def suspends(tx: Tx) -> None:
+        await tx.execute("INSERT INTO t (v) VALUES ('never')")
+        await asyncio.sleep(0)  # an operation on SQLite must never suspend
+
+    results = await asyncio.gather(w.write(suspends), w.write(_insert("kept")), return_exceptions=True)
+    assert isinstance(results[0], RuntimeError) and results[1] == 1
+    assert sqlite3.connect(path).execute("SELECT v FROM t").fetchall() == [("kept",)]
 
 
 def test_submit_outside_an_event_loop_wakes_the_writer(writer):

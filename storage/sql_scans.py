@@ -1,28 +1,30 @@
-"""``ScanStore`` on SQLite: watch lists and the latest scan result per tenant."""
+"""``ScanStore`` on either engine: watch lists and the latest scan result per tenant."""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Generator, Iterator
-from contextlib import contextmanager
-from datetime import datetime
-from pathlib import Path
+from collections.abc import AsyncGenerator
+from datetime import datetime, timedelta
 from typing import Final
 
 from chains.environment import Environment
-from storage.beacon import ChangeBeacon, StampWatch, Topic
-from storage.descriptor_watch_sqlite import SqliteDescriptorWatchStore
-from storage.group_commit import GroupCommitWriter
-from storage.models import KeyScanResult, Keyset, ScanResult, WatchedAddress
+from storage.beacon import StampWatch
+from storage.database import Database, Row, Topic, Tx
+from storage.models import KeyScanResult, Keyset, ScanLease, ScanResult, WatchedAddress
 from storage.row_cache import RowCache
-from storage.sqlite_db import Row, dt, insert_or_get, open_database, page_clause, ts
-from storage.writers import DirectWriter, Writer
+from storage.sql import dt, insert_or_get, page_clause, ts, watch_lock
+from storage.sql_descriptor_watch import SqlDescriptorWatchStore
 
 _WATCH_COLUMNS = "id, account_id, environment, chain, address, label, created_at"
 WATCH_EXPORT_COLUMNS: Final = ("watch_id", "account_id", "environment", "chain", "address", "label", "created_at")
-"""What each row of ``SqliteScanStore.export_watchlist`` holds, in order (all text;
+"""What each row of ``SqlScanStore.export_watchlist`` holds, in order (all text;
 ``created_at`` as stored, ISO 8601 UTC; ``label`` may be null)."""
-_WATCH_EXPORT_SQL = f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE chain = ? ORDER BY environment, address, account_id"
+#: The export's order is byte order, as the pipelines merge it with Polars' sorted frames:
+#: SQLite compares text that way; PostgreSQL is told to, whatever the database's collation.
+_WATCH_EXPORT_SQL = {
+    "sqlite": f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE chain = ? ORDER BY environment, address, account_id",
+    "postgresql": f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE chain = ?"
+    ' ORDER BY environment COLLATE "C", address COLLATE "C", account_id COLLATE "C"',
+}
 _RESULT_COLUMNS = (
     "account_id, environment, chain, address, result, risk_value, risk_score, scoring_version, data_as_of,"
     " scanned_at, source"
@@ -39,9 +41,9 @@ def _result(row: Row) -> ScanResult:
     )
 
 
-def _insert_watched(c: sqlite3.Connection, entry: WatchedAddress) -> WatchedAddress:
-    row = insert_or_get(
-        c,
+async def _insert_watched(tx: Tx, entry: WatchedAddress) -> WatchedAddress:
+    row = await insert_or_get(
+        tx,
         "watchlist",
         _WATCH_COLUMNS,
         (
@@ -59,38 +61,36 @@ def _insert_watched(c: sqlite3.Connection, entry: WatchedAddress) -> WatchedAddr
     return _watched(row)
 
 
-def _insert_watched_within(c: sqlite3.Connection, entry: WatchedAddress, cap: int | None) -> WatchedAddress | None:
+async def _insert_watched_within(tx: Tx, entry: WatchedAddress, cap: int | None) -> WatchedAddress | None:
     if cap is not None:
-        existing = c.execute(
+        await tx.lock(watch_lock(entry.account_id))
+        existing = await tx.fetch_one(
             f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ? AND chain = ?"
             " AND address = ?",
             (entry.account_id, entry.environment.value, entry.chain, entry.address),
-        ).fetchone()
+        )
         if existing is not None:
             return _watched(existing)
-        row = c.execute("SELECT n FROM watch_counts WHERE account_id = ?", (entry.account_id,)).fetchone()
+        row = await tx.fetch_one("SELECT n FROM watch_counts WHERE account_id = ?", (entry.account_id,))
         if row is not None and row[0] >= cap:
             return None
-    return _insert_watched(c, entry)
+    return await _insert_watched(tx, entry)
 
 
-class SqliteScanStore:
-    """Watch lists and scan results; writes go through the group-commit writer when
-    there is one (the API's; the pipelines publish thousands of results at once),
-    else straight to the connection.
+class SqlScanStore:
+    """Watch lists and scan results on an operational database.
 
     Cached scans read the latest result on every request, so results read are
-    remembered until the change beacon says results changed (``save_results``
-    announces it after its commit, from any process) or a second has passed.
+    remembered until the change stamps say results changed (``save_results``
+    announces it with its commit, from any process or node) or a second has passed.
     """
 
     _RESULT_CACHE_SIZE = 4096
 
-    def __init__(self, conn: sqlite3.Connection, writer: Writer | None = None) -> None:
-        self._conn = conn
-        self._writer: Writer = writer or DirectWriter(conn)
-        self._beacon = ChangeBeacon.beside(conn)
-        self._results_watch = StampWatch(self._beacon, Topic.SCANS)
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._results_watch = StampWatch(db.changes, Topic.SCANS)
+        self._lease_calls = 0
         self._results: RowCache[tuple[str, Environment, str, str], ScanResult] = RowCache(self._RESULT_CACHE_SIZE)
 
     async def watch(self, entry: WatchedAddress, cap: int | None = None) -> WatchedAddress | None:
@@ -100,65 +100,61 @@ class SqliteScanStore:
         already watches ``cap`` addresses (both environments). The count is read in the
         adding transaction, under the write lock, so concurrent adds cannot overshoot;
         an address already watched is returned whatever the count."""
-        return await self._writer.write(lambda c: _insert_watched_within(c, entry, cap))
+        return await self._db.write(lambda tx: _insert_watched_within(tx, entry, cap))
 
-    def descriptor_watch(self) -> SqliteDescriptorWatchStore:
-        """The watched wallets, on this store's connection and writer."""
-        return SqliteDescriptorWatchStore(self._conn, self._writer)
+    def descriptor_watch(self) -> SqlDescriptorWatchStore:
+        """The watched wallets, on this store's database."""
+        return SqlDescriptorWatchStore(self._db)
 
     async def unwatch(self, account_id: str, environment: Environment, entry_id: str) -> bool:
         """Remove an entry; False when it is not the account's."""
 
-        def delete(c: sqlite3.Connection) -> bool:
-            cur = c.execute(
+        async def delete(tx: Tx) -> bool:
+            changed = await tx.execute(
                 "DELETE FROM watchlist WHERE id = ? AND account_id = ? AND environment = ?",
                 (entry_id, account_id, environment.value),
             )
-            return cur.rowcount == 1
+            return changed == 1
 
-        return await self._writer.write(delete)
+        return await self._db.write(delete)
 
-    def watchlist(
+    async def watchlist(
         self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
     ) -> list[WatchedAddress]:
         """The account's watched addresses in one environment, oldest first: those after
         the (created_at, id) position ``after``, at most ``limit`` (None: all)."""
         tail, args = page_clause(after, limit)
-        rows = self._conn.execute(
+        rows = await self._db.fetch_all(
             f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ?{tail}",
             (account_id, environment.value, *args),
         )
         return [_watched(r) for r in rows]
 
-    def watch_count(self, account_id: str) -> int:
+    async def watch_count(self, account_id: str) -> int:
         """How many addresses the account watches (both environments)."""
-        row = self._conn.execute("SELECT n FROM watch_counts WHERE account_id = ?", (account_id,)).fetchone()
+        row = await self._db.fetch_one("SELECT n FROM watch_counts WHERE account_id = ?", (account_id,))
         return 0 if row is None else int(row[0])
 
-    def all_watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
+    async def all_watched(self, created_after: datetime | None = None) -> list[WatchedAddress]:
         """Every watched address of every tenant, optionally only newer ones."""
         sql = f"SELECT {_WATCH_COLUMNS} FROM watchlist"
         args: tuple[object, ...] = ()
         if created_after is not None:
             sql += " WHERE created_at > ?"
             args = (ts(created_after),)
-        return [_watched(r) for r in self._conn.execute(sql + " ORDER BY created_at, id", args)]
+        return [_watched(r) for r in await self._db.fetch_all(sql + " ORDER BY created_at, id", args)]
 
-    def export_watchlist(self, chain: str, chunk: int = 10_000) -> Generator[list[tuple[str | None, ...]], None, None]:
+    def export_watchlist(self, chain: str, chunk: int = 10_000) -> AsyncGenerator[list[Row], None]:
         """Every tenant's entries on ``chain`` (both environments), ordered by (environment,
         address, account), as raw rows (``WATCH_EXPORT_COLUMNS``) ``chunk`` at a time.
 
         One read statement (one index range, no sort), so the export is a consistent
-        snapshot of the watch list however long the caller takes; its cursor is closed
-        when the generator is exhausted or closed."""
-        cursor = self._conn.execute(_WATCH_EXPORT_SQL, (chain,))
-        try:
-            while rows := cursor.fetchmany(chunk):
-                yield rows
-        finally:
-            cursor.close()
+        snapshot of the watch list however long the caller takes (``Database.stream``)."""
+        return self._db.stream(_WATCH_EXPORT_SQL[self._db.dialect], (chain,), chunk)
 
-    def latest_result(self, account_id: str, environment: Environment, chain: str, address: str) -> ScanResult | None:
+    async def latest_result(
+        self, account_id: str, environment: Environment, chain: str, address: str
+    ) -> ScanResult | None:
         """The latest stored result for one address, if any."""
         if self._results_watch.due():
             self._results.clear()
@@ -166,16 +162,17 @@ class SqliteScanStore:
         cached = self._results.get(key)
         if cached is not None:
             return cached
-        row = self._conn.execute(
+        row = await self._db.fetch_one(
             f"SELECT {_RESULT_COLUMNS} FROM scan_results WHERE account_id = ? AND environment = ? AND chain = ?"
             " AND address = ?",
             (account_id, environment.value, chain, address),
-        ).fetchone()
+        )
         return None if row is None else self._results.remember(key, _result(row))
 
-    async def save_results(self, results: list[ScanResult]) -> None:
+    async def save_results(self, results: list[ScanResult]) -> int:
         """Insert results, replacing stored ones that are not newer (durable when
-        this returns)."""
+        this returns); how many were written: a stored result of newer chain data (a
+        data_as_of later than the new one's) is kept and not counted."""
         rows = [
             (
                 r.account_id,
@@ -201,16 +198,51 @@ class SqliteScanStore:
             " scanned_at = excluded.scanned_at, source = excluded.source"
             " WHERE excluded.data_as_of >= scan_results.data_as_of"
         )
-        await self._writer.write(lambda c: c.executemany(sql, rows))
-        self._beacon.announce(Topic.SCANS)
+        return await self._db.write(lambda tx: tx.execute_many(sql, rows), announce=Topic.SCANS)
 
-    def latest_key_result(self, account_id: str, environment: Environment, subject: str) -> KeyScanResult | None:
+    async def take_lease(self, key: str, holder: str, now: datetime, ttl: timedelta) -> ScanLease | None:
+        """Take the scan lease ``key`` for ``holder`` unless another holder's has not expired:
+        None when taken now, else the lease that holds it. Leases of everybody that expired
+        before ``now`` are pruned every thousand calls."""
+        self._lease_calls += 1
+        prune = self._lease_calls % 1000 == 0
+
+        async def take(tx: Tx) -> Row | None:
+            if prune:
+                await tx.execute("DELETE FROM scan_leases WHERE expires_at <= ?", (ts(now),))
+            await tx.execute(
+                "INSERT INTO scan_leases (key, holder, taken_at, expires_at) VALUES (?,?,?,?)"
+                " ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, taken_at = excluded.taken_at,"
+                " expires_at = excluded.expires_at WHERE scan_leases.expires_at <= excluded.taken_at",
+                (key, holder, ts(now), ts(now + ttl)),
+            )
+            return await tx.fetch_one("SELECT key, holder, taken_at, expires_at FROM scan_leases WHERE key = ?", (key,))
+
+        row = await self._db.write(take)
+        if row is None or row[1] == holder:
+            return None
+        return ScanLease(row[0], row[1], dt(row[2]), dt(row[3]))
+
+    async def lease(self, key: str) -> ScanLease | None:
+        """The lease ``key`` as stored now (expired or not), if any."""
+        row = await self._db.fetch_one(
+            "SELECT key, holder, taken_at, expires_at FROM scan_leases WHERE key = ?", (key,)
+        )
+        return None if row is None else ScanLease(row[0], row[1], dt(row[2]), dt(row[3]))
+
+    async def release_lease(self, key: str, holder: str) -> None:
+        """Give the lease ``key`` back (nothing when another holder has it now)."""
+        await self._db.write(
+            lambda tx: tx.execute("DELETE FROM scan_leases WHERE key = ? AND holder = ?", (key, holder))
+        )
+
+    async def latest_key_result(self, account_id: str, environment: Environment, subject: str) -> KeyScanResult | None:
         """The latest stored key-scan result for one subject (key and chains), if any."""
-        row = self._conn.execute(
+        row = await self._db.fetch_one(
             "SELECT result, data_as_of, scanned_at FROM key_scan_results"
             " WHERE account_id = ? AND environment = ? AND subject = ?",
             (account_id, environment.value, subject),
-        ).fetchone()
+        )
         if row is None:
             return None
         return KeyScanResult(account_id, environment, subject, row[0], dt(row[1]), dt(row[2]))
@@ -230,19 +262,4 @@ class SqliteScanStore:
             " VALUES (?,?,?,?,?,?) ON CONFLICT (account_id, environment, subject) DO UPDATE SET"
             " result = excluded.result, data_as_of = excluded.data_as_of, scanned_at = excluded.scanned_at"
         )
-        await self._writer.write(lambda c: c.execute(sql, row))
-
-
-@contextmanager
-def open_scan_store(path: Path, synchronous: str = "FULL", *, writer: bool = True) -> Iterator[SqliteScanStore]:
-    """A scan store on its own connection to the operational file (migrations applied),
-    saving results through its own group-commit writer (``writer=False``: read-only use,
-    no writer thread); both are closed on exit (the pipelines' runs and sensor)."""
-    conn = open_database(path, synchronous)
-    group = GroupCommitWriter(path, synchronous) if writer else None
-    try:
-        yield SqliteScanStore(conn, group)
-    finally:
-        if group is not None:
-            group.close()
-        conn.close()
+        await self._db.write(lambda tx: tx.execute(sql, row))

@@ -1,24 +1,18 @@
-"""The embedded operational store: SQLite in WAL mode.
-
-WAL lets the API workers, the admin CLI and the pipelines use one file at the
-same time (one writer at a time, readers never blocked). A point lookup costs
-tens of microseconds, so the API calls it directly on its event loop.
-"""
+"""``Store`` (accounts and API keys) on either engine (``storage.database``)."""
 
 from __future__ import annotations
 
 import logging
-import sqlite3
 from datetime import datetime
 
 from chains.environment import Environment
 from core.text import email_form
-from storage.beacon import ChangeBeacon, StampWatch, Topic
-from storage.errors import AccountNotFound, DuplicateEmail
+from storage.beacon import StampWatch
+from storage.database import Database, Row, Topic, Tx
+from storage.errors import AccountNotFound, ConstraintViolation, DuplicateEmail
 from storage.models import Account, ApiKey, Keyset, KeyType, Plan
 from storage.row_cache import RowCache
-from storage.sqlite_db import Row, dt, page_clause, ts, write_transaction
-from storage.writers import DirectWriter, Writer
+from storage.sql import dt, page_clause, ts
 
 log = logging.getLogger(__name__)
 
@@ -65,76 +59,74 @@ _CURRENT_KEYS = (
 )
 
 
-def _touch(c: sqlite3.Connection, key_id: str, at: datetime) -> None:
-    c.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (ts(at), key_id))
+async def _touch(tx: Tx, key_id: str, at: datetime) -> None:
+    await tx.execute("UPDATE api_keys SET last_used_at = ? WHERE id = ?", (ts(at), key_id))
 
 
-class SqliteStore:
-    """``Store`` (accounts and API keys) on a connection from ``open_database``.
+class SqlStore:
+    """``Store`` (accounts and API keys) on an operational database.
 
     Credential lookups run on every request, so found keys are remembered, but
     only while the ``auth_generation`` counter stays the same: triggers bump it on
     every plan change and every key deletion, expiry or replacement, from any
-    connection or process (migration 0005). That counter is read only when the
-    store's change beacon says auth rows changed (every such method announces it
-    after its commit, so another worker or the admin CLI is seen at once) or a
-    second has passed (a change made with plain SQL).
+    connection, process or node (migration 0005). That counter is read only when the
+    database's change stamps say auth rows changed (every such method announces it
+    with its commit, so another worker, node or the admin CLI is seen at once) or a
+    second has passed (a change made with plain SQL, or a lost notification).
     """
 
     _AUTH_CACHE_SIZE = 10_000
 
-    def __init__(self, conn: sqlite3.Connection, writer: Writer | None = None) -> None:
-        """``writer``: the API's group-commit writer, which account and key writes go
-        through, so the event loop never waits for SQLite's write lock itself (another
-        process may hold it up to the busy timeout); without one (tools, tests) they
-        commit on ``conn`` (``DirectWriter``)."""
-        self._conn = conn
-        self._writer: Writer = writer or DirectWriter(conn)
-        self._beacon = ChangeBeacon.beside(conn)
-        self._auth_watch = StampWatch(self._beacon, Topic.AUTH)
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._auth_watch = StampWatch(db.changes, Topic.AUTH)
         self._auth_cache: RowCache[bytes, tuple[ApiKey, Account]] = RowCache(self._AUTH_CACHE_SIZE)
         self._auth_cache_version = -1
+        # Only signed, unexpired session tokens are looked up, so guessing cannot fill it.
+        self._sessions: RowCache[str, bool] = RowCache(self._AUTH_CACHE_SIZE)
 
     async def create_account(self, account: Account, password_hash: str) -> None:
         """Insert a new account; raises ``DuplicateEmail`` if the email is taken."""
 
-        def insert(c: sqlite3.Connection) -> None:
-            c.execute(
+        async def insert(tx: Tx) -> None:
+            await tx.execute(
                 "INSERT INTO accounts (id, email, name, plan, password_hash, created_at) VALUES (?,?,?,?,?,?)",
                 (account.id, account.email, account.name, account.plan.value, password_hash, ts(account.created_at)),
             )
 
         try:
-            await self._writer.write(insert)
-        except sqlite3.IntegrityError:
+            await self._db.write(insert)
+        except ConstraintViolation:
             raise DuplicateEmail("an account with this email already exists", field="email") from None
 
-    def account_by_email(self, email: str) -> tuple[Account, str] | None:
+    async def account_by_email(self, email: str) -> tuple[Account, str] | None:
         """The account with this email (compared in ``email_form``) and its password hash."""
-        row = self._conn.execute(
+        row = await self._db.fetch_one(
             "SELECT id, email, name, plan, created_at, password_hash FROM accounts WHERE email = ?",
             (email_form(email),),
-        ).fetchone()
+        )
         return None if row is None else (_account(row), row[5])
 
-    def account_by_id(self, account_id: str) -> Account | None:
+    async def account_by_id(self, account_id: str) -> Account | None:
         """The account with this id."""
-        row = self._conn.execute(
+        row = await self._db.fetch_one(
             "SELECT id, email, name, plan, created_at FROM accounts WHERE id = ?", (account_id,)
-        ).fetchone()
+        )
         return None if row is None else _account(row)
 
-    def set_plan(self, email: str, plan: Plan) -> Account:
+    async def set_plan(self, email: str, plan: Plan) -> Account:
         """Change the plan of the account with this email (compared in ``email_form``);
         raises ``AccountNotFound``."""
-        with write_transaction(self._conn) as c:
-            row = c.execute(
+
+        async def update(tx: Tx) -> Row | None:
+            return await tx.fetch_one(
                 "UPDATE accounts SET plan = ? WHERE email = ? RETURNING id, email, name, plan, created_at",
                 (plan.value, email_form(email)),
-            ).fetchone()
+            )
+
+        row = await self._db.write(update, announce=Topic.AUTH)
         if row is None:
             raise AccountNotFound(f"no account with email {email}", email=email)
-        self._beacon.announce(Topic.AUTH)
         return _account(row)
 
     async def create_api_key(self, key: ApiKey, cap: int | None = None) -> bool:
@@ -143,19 +135,20 @@ class SqliteStore:
         expired at ``key.created_at``), counted in the inserting transaction so that
         concurrent creations cannot overshoot. False (nothing stored) at the cap."""
 
-        def insert(c: sqlite3.Connection) -> bool:
+        async def insert(tx: Tx) -> bool:
             if cap is not None:
-                (count,) = c.execute(_CURRENT_KEYS, (key.account_id, ts(key.created_at))).fetchone()
-                if count >= cap:
+                await tx.lock(f"api_keys:{key.account_id}")
+                row = await tx.fetch_one(_CURRENT_KEYS, (key.account_id, ts(key.created_at)))
+                if row is not None and row[0] >= cap:
                     return False
-            self._insert_key(c, key)
+            await self._insert_key(tx, key)
             return True
 
-        return await self._writer.write(insert)
+        return await self._db.write(insert)
 
     @staticmethod
-    def _insert_key(c: sqlite3.Connection, key: ApiKey) -> None:
-        c.execute(
+    async def _insert_key(tx: Tx, key: ApiKey) -> None:
+        await tx.execute(
             f"INSERT INTO api_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 key.id,
@@ -173,29 +166,36 @@ class SqliteStore:
             ),
         )
 
-    def api_key_by_hash(self, key_hash: bytes) -> tuple[ApiKey, Account] | None:
+    async def api_key_by_hash(self, key_hash: bytes) -> tuple[ApiKey, Account] | None:
         """The key whose keyed hash matches, with its owner (deleted keys included)."""
-        if self._auth_watch.due():
-            (version,) = self._conn.execute("SELECT value FROM auth_generation WHERE id = 1").fetchone()
-            if version != self._auth_cache_version:
-                self._auth_cache.clear()
-                self._auth_cache_version = version
+        await self._check_auth_generation()
         cached = self._auth_cache.get(key_hash)
         if cached is not None:
             return cached
-        row = self._conn.execute(_KEY_BY_HASH_SQL, (key_hash,)).fetchone()
+        row = await self._db.fetch_one(_KEY_BY_HASH_SQL, (key_hash,))
         if row is None:
             return None  # unknown keys are not remembered: guessing must not fill memory
         return self._auth_cache.remember(key_hash, (_api_key(row[:12]), _account(row[12:])))
 
-    def get_api_key(self, account_id: str, key_id: str) -> ApiKey | None:
+    async def _check_auth_generation(self) -> None:
+        """Forget remembered credentials when ``auth_generation`` moved (read only when the
+        change stamps say so, or a second has passed)."""
+        if self._auth_watch.due():
+            generation = await self._db.fetch_one("SELECT value FROM auth_generation WHERE id = 1")
+            version = -1 if generation is None else generation[0]
+            if version != self._auth_cache_version:
+                self._auth_cache.clear()
+                self._sessions.clear()
+                self._auth_cache_version = version
+
+    async def get_api_key(self, account_id: str, key_id: str) -> ApiKey | None:
         """One of the account's keys by id (None for another account's key)."""
-        row = self._conn.execute(
+        row = await self._db.fetch_one(
             f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE id = ? AND account_id = ?", (key_id, account_id)
-        ).fetchone()
+        )
         return None if row is None else _api_key(row)
 
-    def list_api_keys(
+    async def list_api_keys(
         self,
         account_id: str,
         environment: Environment | None,
@@ -215,54 +215,68 @@ class SqliteStore:
             sql += " AND (expires_at IS NULL OR expires_at > ?)"
             args += (ts(usable_at),)
         tail, page_args = page_clause(after, limit)
-        return [_api_key(r) for r in self._conn.execute(sql + tail, args + page_args)]
+        return [_api_key(r) for r in await self._db.fetch_all(sql + tail, args + page_args)]
 
     async def delete_api_key(self, account_id: str, key_id: str, at: datetime) -> bool:
         """Mark the key deleted at ``at``; False when it is not the account's live key."""
 
-        def delete(c: sqlite3.Connection) -> bool:
-            cur = c.execute(
+        async def delete(tx: Tx) -> bool:
+            changed = await tx.execute(
                 "UPDATE api_keys SET deleted_at = ? WHERE id = ? AND account_id = ? AND deleted_at IS NULL",
                 (ts(at), key_id, account_id),
             )
-            return cur.rowcount == 1
+            return changed == 1
 
-        deleted = await self._writer.write(delete)
-        self._beacon.announce(Topic.AUTH)
-        return deleted
+        return await self._db.write(delete, announce=Topic.AUTH)
 
     async def rotate_api_key(self, account_id: str, old_id: str, new: ApiKey, old_expires_at: datetime) -> bool:
         """Insert ``new`` and let the old key expire at ``old_expires_at``, atomically."""
 
-        def rotate(c: sqlite3.Connection) -> bool:
-            cur = c.execute(
+        async def rotate(tx: Tx) -> bool:
+            changed = await tx.execute(
                 "UPDATE api_keys SET expires_at = ?, replaced_by = ? WHERE id = ? AND account_id = ?"
                 " AND deleted_at IS NULL AND replaced_by IS NULL",
                 (ts(old_expires_at), new.id, old_id, account_id),
             )
-            if cur.rowcount != 1:
+            if changed != 1:
                 return False
-            self._insert_key(c, new)
+            await self._insert_key(tx, new)
             return True
 
-        if not await self._writer.write(rotate):
-            return False
-        self._beacon.announce(Topic.AUTH)
-        return True
+        return await self._db.write(rotate, announce=Topic.AUTH)
+
+    async def revoke_session(self, session_id: str, account_id: str, at: datetime, expires_at: datetime) -> None:
+        """End a session before its expiry, for every worker and node (idempotent); rows of
+        sessions that have expired by now are dropped in the same transaction."""
+
+        async def revoke(tx: Tx) -> None:
+            await tx.execute("DELETE FROM revoked_sessions WHERE expires_at <= ?", (ts(at),))
+            await tx.execute(
+                "INSERT INTO revoked_sessions (session_id, account_id, revoked_at, expires_at) VALUES (?,?,?,?)"
+                " ON CONFLICT (session_id) DO NOTHING",
+                (session_id, account_id, ts(at), ts(expires_at)),
+            )
+
+        await self._db.write(revoke, announce=Topic.AUTH)
+
+    async def session_revoked(self, session_id: str) -> bool:
+        """True when the session was ended early (``revoke_session``). Answers are remembered
+        under the same ``auth_generation`` as found keys, which a revocation bumps."""
+        await self._check_auth_generation()
+        known = self._sessions.get(session_id)
+        if known is not None:
+            return known
+        row = await self._db.fetch_one("SELECT 1 FROM revoked_sessions WHERE session_id = ?", (session_id,))
+        return self._sessions.remember(session_id, row is not None)
 
     def touch_api_key(self, key_id: str, at: datetime) -> None:
         """Record that the key was used at ``at``, if the store can take the write.
 
         Best effort: this runs inside every authenticated request, reads included, and
-        a last-used time is bookkeeping. It is submitted to the writer, which nobody
-        waits for (the group-commit thread queues it, so another process holding the
-        write lock, a pipeline publishing or an analyst's transaction, never stalls a
-        request; a ``DirectWriter`` logs a failure). A full or read-only store must refuse
-        the writes the caller asked for (SRV_002), not every read whose key is due a touch.
+        a last-used time is bookkeeping. It is submitted, and nobody waits for it (on
+        SQLite the group-commit thread queues it, so another process holding the write
+        lock never stalls a request; on PostgreSQL it is a task of the loop). A full or
+        read-only store must refuse the writes the caller asked for (SRV_002), not every
+        read whose key is due a touch.
         """
-        self._writer.submit(lambda c: _touch(c, key_id, at))
-
-    def close(self) -> None:
-        """Release the connection and the beacon."""
-        self._conn.close()
-        self._beacon.close()
+        self._db.submit(lambda tx: _touch(tx, key_id, at))

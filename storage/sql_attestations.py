@@ -1,15 +1,14 @@
-"""``AttestationStore`` on SQLite: registered PQ keys, challenges, attestations."""
+"""``AttestationStore`` on either engine: registered PQ keys, challenges, attestations."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime
 
 from chains.environment import Environment
+from storage.database import Database, Row, Tx
 from storage.models import Attestation, AttestationChallenge, KeyOrigin, Keyset, PqKey
 from storage.row_cache import RowCache
-from storage.sqlite_db import Row, dt, insert_or_get, page_clause, ts
-from storage.writers import DirectWriter, Writer
+from storage.sql import dt, insert_or_get, page_clause, ts
 
 _PQ_COLUMNS = "id, account_id, environment, algorithm, chain, public_key, fingerprint, origin, created_at"
 _CHALLENGE_COLUMNS = "id, account_id, environment, statement, statement_hash, expires_at, created_at, used_at"
@@ -44,10 +43,9 @@ def _attestation(row: Row) -> Attestation:
     return Attestation(*values)
 
 
-class SqliteAttestationStore:
-    """Attestation state: reads on a connection from ``storage.sqlite_db.open_database``,
-    every write through the group-commit writer (attestations are the hot path; keys
-    and statements go there too, so no write waits for SQLite's lock on the event loop).
+class SqlAttestationStore:
+    """Attestation state on an operational database (on SQLite every write goes through
+    the group-commit writer: attestations are the hot path).
 
     Registered keys are looked up on every attestation. Their rows are never
     updated or deleted, so a key once found is remembered (a bounded cache) and
@@ -56,17 +54,16 @@ class SqliteAttestationStore:
 
     _KEY_CACHE_SIZE = 10_000
 
-    def __init__(self, conn: sqlite3.Connection, writer: Writer | None = None) -> None:
-        self._conn = conn
-        self._writer: Writer = writer or DirectWriter(conn)
+    def __init__(self, db: Database) -> None:
+        self._db = db
         self._keys: RowCache[tuple[str, Environment, str, str], PqKey] = RowCache(self._KEY_CACHE_SIZE)
 
     async def add_pq_key(self, key: PqKey) -> PqKey:
         """Register a public key; when the account already has it in this
         environment, return the existing record instead (idempotent)."""
-        return await self._writer.write(lambda c: insert_pq_key(c, key))
+        return await self._db.write(lambda tx: insert_pq_key(tx, key))
 
-    def pq_key_by_fingerprint(
+    async def pq_key_by_fingerprint(
         self, account_id: str, environment: Environment, algorithm: str, fingerprint: str
     ) -> PqKey | None:
         """The account's registered key with this algorithm and fingerprint."""
@@ -74,20 +71,20 @@ class SqliteAttestationStore:
         found = self._keys.get(lookup)
         if found is not None:
             return found
-        row = self._conn.execute(
+        row = await self._db.fetch_one(
             f"SELECT {_PQ_COLUMNS} FROM pq_keys WHERE account_id = ? AND environment = ? AND algorithm = ?"
             " AND fingerprint = ?",
             (account_id, environment.value, algorithm, fingerprint),
-        ).fetchone()
+        )
         return None if row is None else self._keys.remember(lookup, _pq_key(row))
 
-    def list_pq_keys(
+    async def list_pq_keys(
         self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
     ) -> list[PqKey]:
         """The account's registered keys in one environment, oldest first: those after
         the (created_at, id) position ``after``, at most ``limit`` (None: all)."""
         tail, args = page_clause(after, limit)
-        rows = self._conn.execute(
+        rows = await self._db.fetch_all(
             f"SELECT {_PQ_COLUMNS} FROM pq_keys WHERE account_id = ? AND environment = ?{tail}",
             (account_id, environment.value, *args),
         )
@@ -95,40 +92,42 @@ class SqliteAttestationStore:
 
     async def add_challenge(self, challenge: AttestationChallenge) -> None:
         """Store a newly issued challenge (durable when this returns)."""
-        await self._writer.write(lambda c: _insert_challenge(c, challenge))
+        await self._db.write(lambda tx: _insert_challenge(tx, challenge))
 
-    def challenge_by_statement(
+    async def challenge_by_statement(
         self, account_id: str, environment: Environment, statement_hash: bytes
     ) -> AttestationChallenge | None:
         """The account's challenge whose statement has this SHA-256."""
-        row = self._conn.execute(
+        row = await self._db.fetch_one(
             f"SELECT {_CHALLENGE_COLUMNS} FROM attestation_challenges WHERE statement_hash = ? AND account_id = ?"
             " AND environment = ?",
             (statement_hash, account_id, environment.value),
-        ).fetchone()
+        )
         return None if row is None else _challenge(row)
 
     async def add_attestation(self, attestation: Attestation, now: datetime) -> bool:
         """Store an attestation; when it names a challenge, consume that challenge in
         the same transaction. False (nothing stored) when the challenge is already
         used or expired. Returns once the commit is durable."""
-        return await self._writer.write(lambda c: _insert_attestation(c, attestation, now))
+        return await self._db.write(lambda tx: _insert_attestation(tx, attestation, now))
 
-    def get_attestation(self, account_id: str, environment: Environment, attestation_id: str) -> Attestation | None:
+    async def get_attestation(
+        self, account_id: str, environment: Environment, attestation_id: str
+    ) -> Attestation | None:
         """One of the account's attestations in this environment."""
-        row = self._conn.execute(
+        row = await self._db.fetch_one(
             f"SELECT {_ATTESTATION_COLUMNS} FROM attestations WHERE id = ? AND account_id = ? AND environment = ?",
             (attestation_id, account_id, environment.value),
-        ).fetchone()
+        )
         return None if row is None else _attestation(row)
 
 
-def insert_pq_key(c: sqlite3.Connection, key: PqKey) -> PqKey:
+async def insert_pq_key(tx: Tx, key: PqKey) -> PqKey:
     """Add a registered post-quantum key unless the account already has it in that
     environment (same algorithm and fingerprint); the stored row either way. The one
     writer of ``pq_keys``: generated, registered and managed keys all come through here."""
-    row = insert_or_get(
-        c,
+    row = await insert_or_get(
+        tx,
         "pq_keys",
         _PQ_COLUMNS,
         (
@@ -148,8 +147,8 @@ def insert_pq_key(c: sqlite3.Connection, key: PqKey) -> PqKey:
     return _pq_key(row)
 
 
-def _insert_challenge(c: sqlite3.Connection, challenge: AttestationChallenge) -> None:
-    c.execute(
+async def _insert_challenge(tx: Tx, challenge: AttestationChallenge) -> None:
+    await tx.execute(
         f"INSERT INTO attestation_challenges ({_CHALLENGE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)",
         (
             challenge.id,
@@ -164,15 +163,15 @@ def _insert_challenge(c: sqlite3.Connection, challenge: AttestationChallenge) ->
     )
 
 
-def _insert_attestation(c: sqlite3.Connection, a: Attestation, now: datetime) -> bool:
+async def _insert_attestation(tx: Tx, a: Attestation, now: datetime) -> bool:
     if a.challenge_id is not None:
-        consumed = c.execute(
+        consumed = await tx.execute(
             "UPDATE attestation_challenges SET used_at = ? WHERE id = ? AND used_at IS NULL AND expires_at > ?",
             (ts(now), a.challenge_id, ts(now)),
-        ).rowcount
+        )
         if consumed != 1:
             return False
-    c.execute(
+    await tx.execute(
         f"INSERT INTO attestations ({_ATTESTATION_COLUMNS}) VALUES ({', '.join('?' * 19)})",
         (
             a.id,

@@ -1,15 +1,15 @@
-"""``ManagedKeyStore`` on SQLite: managed keys, their audit log, monthly usage.
+"""``ManagedKeyStore`` on either engine: managed keys, their audit log, monthly usage.
 
 * Key creation is one transaction (key row + ``created`` event + public-key
   registration), so a crash leaves either all of it or nothing.
 * The audit log is append-only: no code path updates or deletes it, and
   triggers (migration 0003) abort any statement that tries. Each event's hash
-  chains the account's previous one.
-* Destruction sets ``key_ref`` to NULL. The connections that write it run with
-  ``PRAGMA secure_delete = ON`` (this store's, and the API's group-commit writer)
-  so SQLite overwrites the freed bytes in the page instead of leaving them in
-  free space; ``release_space`` then checkpoints and truncates the WAL, which
-  still holds older page images.
+  chains the account's previous one; appending takes the account's lock, so two
+  nodes never chain two events to the same predecessor.
+* Destruction sets ``key_ref`` to NULL. On SQLite every connection runs with
+  ``PRAGMA secure_delete = ON``, so the freed bytes in the page are overwritten, and
+  ``release_space`` checkpoints and truncates the WAL, which still holds older page
+  images; on PostgreSQL ``release_space`` vacuums the table (``Database.reclaim``).
 * The signature counter is the hot write: it goes through the group-commit
   writer and counts only if the key is still active when the batch commits
   (the service takes a count back when the signing it stood for fails).
@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from datetime import datetime
 
 from chains.environment import Environment
-from storage.attestations_sqlite import insert_pq_key
-from storage.errors import StoreUnavailable
+from storage.database import Database, Row, Tx
 from storage.models import ManagedKey, ManagedKeyEvent, ManagedKeyState, ManagedKeyUsage, PqKey
-from storage.sqlite_db import Row, dt, ts
-from storage.writers import DirectWriter, Writer
+from storage.sql import dt, ts
+from storage.sql_attestations import insert_pq_key
 
 _KEY_COLUMNS = (
     "id, account_id, environment, algorithm, chain, public_key, fingerprint, backend, wrapping_key, key_ref, state,"
@@ -94,12 +92,13 @@ def event_hash(prev_hash: bytes, e: ManagedKeyEvent) -> bytes:
     return hashlib.sha256(prev_hash + canonical.encode()).digest()
 
 
-def _append_event(c: sqlite3.Connection, e: ManagedKeyEvent) -> None:
-    row = c.execute(
+async def _append_event(tx: Tx, e: ManagedKeyEvent) -> None:
+    await tx.lock(f"managed_key_events:{e.account_id}")
+    row = await tx.fetch_one(
         "SELECT hash FROM managed_key_events WHERE account_id = ? ORDER BY seq DESC LIMIT 1", (e.account_id,)
-    ).fetchone()
-    prev = row[0] if row else _GENESIS
-    c.execute(
+    )
+    prev = bytes(row[0]) if row else _GENESIS
+    await tx.execute(
         f"INSERT INTO managed_key_events ({_EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             e.id,
@@ -118,32 +117,27 @@ def _append_event(c: sqlite3.Connection, e: ManagedKeyEvent) -> None:
     )
 
 
-def _count(c: sqlite3.Connection, key_id: str, month: str) -> bool:
-    cur = c.execute(
+async def _count(tx: Tx, key_id: str, month: str) -> bool:
+    changed = await tx.execute(
         "INSERT INTO managed_key_usage (key_id, month, account_id, environment, signatures)"
         " SELECT id, ?, account_id, environment, 1 FROM managed_keys WHERE id = ? AND state = 'active'"
-        " ON CONFLICT (key_id, month) DO UPDATE SET signatures = signatures + 1",
+        " ON CONFLICT (key_id, month) DO UPDATE SET signatures = managed_key_usage.signatures + 1",
         (month, key_id),
     )
-    return cur.rowcount == 1
+    return changed == 1
 
 
-class SqliteManagedKeyStore:
-    """Managed keys on a connection from ``storage.sqlite_db.open_database``; every write
-    through the group-commit writer when there is one (the API's, made with
-    ``secure_delete``), else on the connection (tools, tests)."""
+class SqlManagedKeyStore:
+    """Managed keys on an operational database."""
 
-    def __init__(self, conn: sqlite3.Connection, writer: Writer | None = None) -> None:
-        self._conn = conn
-        self._writer: Writer = writer or DirectWriter(conn)
-        # Overwrite freed content (an erased key_ref) instead of leaving it in the page.
-        conn.execute("PRAGMA secure_delete = ON")
+    def __init__(self, db: Database) -> None:
+        self._db = db
 
     async def create(self, key: ManagedKey, event: ManagedKeyEvent, registration: PqKey | None) -> None:
         """Insert the key, its ``created`` event and the public-key registration atomically."""
 
-        def insert(c: sqlite3.Connection) -> None:
-            c.execute(
+        async def insert(tx: Tx) -> None:
+            await tx.execute(
                 f"INSERT INTO managed_keys ({_KEY_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
                     key.id,
@@ -163,29 +157,29 @@ class SqliteManagedKeyStore:
                     ts(key.destroyed_at),
                 ),
             )
-            _append_event(c, event)
+            await _append_event(tx, event)
             if registration is not None:
-                insert_pq_key(c, registration)
+                await insert_pq_key(tx, registration)
 
-        await self._writer.write(insert)
+        await self._db.write(insert)
 
-    def get(self, account_id: str, environment: Environment, key_id: str) -> ManagedKey | None:
+    async def get(self, account_id: str, environment: Environment, key_id: str) -> ManagedKey | None:
         """One of the account's managed keys in this environment."""
-        row = self._conn.execute(
+        row = await self._db.fetch_one(
             f"SELECT {_KEY_COLUMNS} FROM managed_keys WHERE id = ? AND account_id = ? AND environment = ?",
             (key_id, account_id, environment.value),
-        ).fetchone()
+        )
         return None if row is None else _key(row)
 
     async def _transition(self, sql: str, args: tuple[object, ...], event: ManagedKeyEvent) -> ManagedKey | None:
-        def transition(c: sqlite3.Connection) -> ManagedKey | None:
-            row = c.execute(sql + f" RETURNING {_KEY_COLUMNS}", args).fetchone()
+        async def transition(tx: Tx) -> ManagedKey | None:
+            row = await tx.fetch_one(sql + f" RETURNING {_KEY_COLUMNS}", args)
             if row is None:
                 return None
-            _append_event(c, event)
+            await _append_event(tx, event)
             return _key(row)
 
-        return await self._writer.write(transition)
+        return await self._db.write(transition)
 
     async def schedule_deletion(
         self,
@@ -215,9 +209,9 @@ class SqliteManagedKeyStore:
             event,
         )
 
-    def due_for_destruction(self, now: datetime, limit: int) -> list[ManagedKey]:
+    async def due_for_destruction(self, now: datetime, limit: int) -> list[ManagedKey]:
         """Keys of every tenant whose deletion date has passed, earliest first."""
-        rows = self._conn.execute(
+        rows = await self._db.fetch_all(
             f"SELECT {_KEY_COLUMNS} FROM managed_keys WHERE state = 'pending_deletion' AND deletion_scheduled_at <= ?"
             " ORDER BY deletion_scheduled_at LIMIT ?",
             (ts(now), limit),
@@ -228,21 +222,21 @@ class SqliteManagedKeyStore:
         """Erase the key's material and mark it destroyed, with its event; False
         when it is not due (cancelled meanwhile, or destroyed by another process)."""
 
-        def erase(c: sqlite3.Connection) -> bool:
-            cur = c.execute(
+        async def erase(tx: Tx) -> bool:
+            changed = await tx.execute(
                 "UPDATE managed_keys SET state = 'destroyed', key_ref = NULL, destroyed_at = ?,"
                 " deletion_scheduled_at = NULL WHERE id = ? AND state = 'pending_deletion'"
                 " AND deletion_scheduled_at <= ?",
                 (ts(now), key_id, ts(now)),
             )
-            if cur.rowcount != 1:
+            if changed != 1:
                 return False
-            _append_event(c, event)
+            await _append_event(tx, event)
             return True
 
-        return await self._writer.write(erase)
+        return await self._db.write(erase)
 
-    def events(
+    async def events(
         self,
         account_id: str,
         environment: Environment,
@@ -262,12 +256,12 @@ class SqliteManagedKeyStore:
         if limit is not None:
             sql += " LIMIT ?"
             args += (limit,)
-        return [_event(r) for r in self._conn.execute(sql, args)]
+        return [_event(r) for r in await self._db.fetch_all(sql, args)]
 
-    def verify_event_chain(self, account_id: str) -> bool:
+    async def verify_event_chain(self, account_id: str) -> bool:
         """True when every event of the account chains to the one before it."""
         prev = _GENESIS
-        for row in self._conn.execute(
+        for row in await self._db.fetch_all(
             f"SELECT {_EVENT_COLUMNS} FROM managed_key_events WHERE account_id = ? ORDER BY seq", (account_id,)
         ):
             e = _event(row)
@@ -278,25 +272,25 @@ class SqliteManagedKeyStore:
 
     async def count_signature(self, key_id: str, month: str) -> bool:
         """Count one signature, durably, only if the key is still active at commit."""
-        return await self._writer.write(lambda c: _count(c, key_id, month))
+        return await self._db.write(lambda tx: _count(tx, key_id, month))
 
     async def uncount_signature(self, key_id: str, month: str) -> None:
         """Take back one counted signature that was never made (its signing failed)."""
 
-        def uncount(c: sqlite3.Connection) -> None:
-            c.execute(
+        async def uncount(tx: Tx) -> None:
+            await tx.execute(
                 "UPDATE managed_key_usage SET signatures = signatures - 1 WHERE key_id = ? AND month = ?"
                 " AND signatures > 0",
                 (key_id, month),
             )
 
-        await self._writer.write(uncount)
+        await self._db.write(uncount)
 
-    def usage(
+    async def usage(
         self, account_id: str, environment: Environment, month: str, start: datetime, end: datetime
     ) -> list[ManagedKeyUsage]:
         """Keys that held material during [start, end) or signed in ``month``, with counts."""
-        rows = self._conn.execute(
+        rows = await self._db.fetch_all(
             "SELECT k.id, k.algorithm, k.state, COALESCE(u.signatures, 0) FROM managed_keys k"
             " LEFT JOIN managed_key_usage u ON u.key_id = k.id AND u.month = ?"
             " WHERE k.account_id = ? AND k.environment = ?"
@@ -306,11 +300,8 @@ class SqliteManagedKeyStore:
         )
         return [ManagedKeyUsage(r[0], r[1], ManagedKeyState(r[2]), r[3]) for r in rows]
 
-    def release_space(self) -> None:
-        """Checkpoint the WAL into the database file and truncate it (best effort:
-        a busy reader leaves the rest for SQLite's next checkpoint); ``StoreUnavailable``
-        when SQLite refuses."""
-        try:
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"checkpoint failed: {exc}") from None
+    async def release_space(self) -> None:
+        """Give back the space erased key material held (``Database.reclaim``: SQLite's
+        WAL checkpointed and truncated, PostgreSQL's table vacuumed); ``StoreUnavailable``
+        when the engine refuses."""
+        await self._db.reclaim("managed_keys")
