@@ -317,9 +317,9 @@ class OperationalStoreResource(ConfigurableResource):
     def open(self, writer: bool = True, loop: LoopThread | None = None) -> Iterator[OperationalStore]:
         """The database (migrations applied) opened on an event-loop thread, and a scan
         store over it; on SQLite, writes go through a group-commit writer thread
-        (``writer=False`` for read-only use: none, and ``publish`` refused). ``loop``: the thread of a client whose
-        coroutines use this store too (a chain-data client's), else one of its own. All
-        closed on exit."""
+        (``writer=False`` for read-only use: none, and ``publish`` refused). ``loop``: the
+        thread of a client whose coroutines use this store too (a chain-data client's), else
+        one of its own. All closed on exit."""
 
         async def connect() -> Database:
             return await open_database(self.database_url, Path(self.database), self.synchronous, group_commit=writer)
