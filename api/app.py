@@ -161,7 +161,8 @@ async def _count(request: QdayRequest, group: RateGroup, principal: Principal | 
         return await ctx.limiter.hit(auth_failure_buckets(ip), auth_failure_limit(settings.rate_limit_multiplier), now)
     plan = principal.account.plan if principal else Plan.FREE
     limit = limit_for(group, plan, settings.enterprise_limit_factor, settings.rate_limit_multiplier)
-    return await ctx.limiter.hit(buckets_for(group, ip, principal.rate_key if principal else None), limit, now)
+    limiter = ctx.probe_limiter if group is RateGroup.PROBE else ctx.limiter
+    return await limiter.hit(buckets_for(group, ip, principal.rate_key if principal else None), limit, now)
 
 
 async def _on_request(request: QdayRequest) -> None:
@@ -278,6 +279,7 @@ async def _open_resources(app: QdayApp) -> None:
         opened.push_async_callback(ctx.database.aclose)
         ctx.store = SqlStore(ctx.database)
         ctx.limiter = await _open_limiter(ctx, opened)
+        ctx.probe_limiter = MemoryRateLimiter(settings.rate_window_seconds)
         ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
         ctx.accounts = AccountService(
             ctx.store,

@@ -54,6 +54,9 @@ class AppContext:
     database: Database
     store: SqlStore
     limiter: MemoryRateLimiter | SharedRateLimiter
+    #: Counts health and readiness probes in this node's memory, so a load balancer still
+    #: hears from a node whose shared store is down.
+    probe_limiter: MemoryRateLimiter
     executor: ThreadPoolExecutor
     accounts: AccountService
     pq_keys: PqKeyService

@@ -47,7 +47,8 @@ class RateGroup(enum.StrEnum):
     VERIFY = "verify"
     AUTH = "auth"  # POST /v1/auth/*
     ACCOUNT = "account"  # other authenticated endpoints (not in the spec's table)
-    PUBLIC = "public"  # unauthenticated reads: health, OpenAPI, docs, unknown paths
+    PUBLIC = "public"  # unauthenticated reads: OpenAPI, docs, unknown paths
+    PROBE = "probe"  # health and readiness: counted per node in memory (answer while the store is down)
 
 
 #: Requests per minute by group and plan. Enterprise is "custom" in the spec:
@@ -60,6 +61,7 @@ BASE_LIMITS: dict[RateGroup, dict[Plan, int]] = {
     RateGroup.AUTH: {Plan.FREE: 10, Plan.BUILDER: 10, Plan.PRO: 10, Plan.ENTERPRISE: 10},
     RateGroup.ACCOUNT: {Plan.FREE: 60, Plan.BUILDER: 300, Plan.PRO: 1200},
     RateGroup.PUBLIC: {Plan.FREE: 600, Plan.BUILDER: 600, Plan.PRO: 600, Plan.ENTERPRISE: 600},
+    RateGroup.PROBE: {Plan.FREE: 600, Plan.BUILDER: 600, Plan.PRO: 600, Plan.ENTERPRISE: 600},
 }
 
 

@@ -29,7 +29,9 @@ SECONDS = 4.0
 TARGET = 0.50
 
 
-def _setup(base: str) -> tuple[str, bytes]:
+def attestation_setup(base: str) -> tuple[str, bytes]:
+    """A new account's secret key at ``base`` and the body of one hybrid attestation request
+    (an ML-DSA-65 key generated there, its signature and an ECDSA one over the message)."""
     key = provision_secret_key(base)
     generated = httpx.post(
         f"{base}/v1/keys/generate",
@@ -56,7 +58,7 @@ def measure() -> list[Figure]:
     data_dir = tempfile.mkdtemp(prefix="qday-bench-attest-")
     argv = python_argv("-m", "cli.main", "serve", "--data-dir", data_dir, "--port", str(port))
     with Server(argv, port, {"QDAY_RATE_LIMIT_MULTIPLIER": "100000"}, ready_path="/v1/health") as api:
-        key, body = _setup(f"http://127.0.0.1:{port}")
+        key, body = attestation_setup(f"http://127.0.0.1:{port}")
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         ceilings, rates = [], []
         for i in range(ROUNDS):

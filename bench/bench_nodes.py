@@ -43,7 +43,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.bench_attest import _setup as attestation_setup
+from bench.bench_attest import attestation_setup
 from bench.httpload import LoadResult, Server, load, process_tree, provision_secret_key, python_argv
 from bench.report import Figure, print_figures
 from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary

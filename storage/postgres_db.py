@@ -74,13 +74,17 @@ def postgres_sql(sql: str) -> str:
 @contextmanager
 def _mapped() -> Iterator[None]:
     """psycopg's errors as the store's: a broken constraint is ``ConstraintViolation``;
-    a lost or refused connection, or a pool with none free in time, ``StoreUnavailable``."""
+    a lost or refused connection, or a pool with none free in time, ``StoreUnavailable``
+    (its message names no server)."""
     try:
         yield
     except psycopg.errors.IntegrityError as exc:
         raise ConstraintViolation(str(exc)) from exc
     except (psycopg.OperationalError, PoolTimeout) as exc:
-        raise StoreUnavailable(f"operational store unavailable: {exc}") from exc
+        # The driver's text names the server's host, port and database: logged here, never
+        # answered to a client.
+        log.warning("operational store unavailable: %s", exc)
+        raise StoreUnavailable("operational store unavailable (the node's log says why)") from exc
 
 
 class PostgresTx:

@@ -76,10 +76,9 @@ async def database(engine_url: str, tmp_path: Path) -> AsyncIterator[Database]:
     await db.aclose()
 
 
-@pytest.fixture(scope="session", params=ENGINES)
-def app_database_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The operational store of the session's app: ``""`` (SQLite in its data directory),
-    then a PostgreSQL database; every test using the app runs on both engines."""
+def _engine_database(request: pytest.FixtureRequest) -> Iterator[str]:
+    """``""`` for the SQLite param; for the PostgreSQL param a fresh migrated database's URL,
+    dropped when the requesting fixture's scope ends."""
     if request.param == "sqlite":
         yield ""
         return
@@ -87,3 +86,17 @@ def app_database_url(request: pytest.FixtureRequest) -> Iterator[str]:
     name, url = new_postgres_database(server, request.getfixturevalue("postgres_template"))
     yield url
     server.drop_database(name)
+
+
+@pytest.fixture(scope="session", params=ENGINES)
+def app_database_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The operational store of the session's shared app: ``""`` (SQLite in its data
+    directory), then a PostgreSQL database; every test using the app runs on both engines."""
+    yield from _engine_database(request)
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def module_database_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The same choice for a module's own app, with a PostgreSQL database of the module's
+    own: scan results cached by one module's chains never answer another module's scans."""
+    yield from _engine_database(request)

@@ -70,6 +70,22 @@ def engine_env(database_url: str) -> dict[str, str]:
     return {"QDAY_DATABASE_URL": database_url, "QDAY_SECRET_KEY": "a1" * 32} if database_url else {}
 
 
+async def stored_bytes(app: Sanic) -> bytes:
+    """Everything an app's operational store holds: its SQLite files (free pages and WAL
+    included), or every binary and text value of every table of its PostgreSQL database, so a
+    test can show a secret was never stored on either engine."""
+    db = app.ctx.database
+    if db.dialect == "sqlite":
+        return b"".join(p.read_bytes() for p in app.ctx.settings.data_dir.glob("qday.sqlite*"))
+    columns = await db.fetch_all(
+        "SELECT table_name, column_name FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND data_type IN ('bytea', 'text')"
+    )
+    assert columns
+    values = [v for table, column in columns for (v,) in await db.fetch_all(f'SELECT "{column}" FROM "{table}"')]
+    return b"".join(v.encode() if isinstance(v, str) else bytes(v) for v in values if v is not None)
+
+
 @asynccontextmanager
 async def running_app(settings: Settings, clock: ManualClock) -> AsyncIterator[Sanic]:
     """A test app started through its ASGI lifespan, stopped when the block ends."""

@@ -43,7 +43,7 @@ def test_the_instance_stores_runs_in_postgresql(tmp_path, postgres_url, monkeypa
     with DagsterInstance.from_config(str(home)) as other:  # another process's view of the same storage
         record = other.get_run_record_by_id(run_id)
         assert record is not None and record.dagster_run.is_success
-    assert not list((home / "history").glob("*.db")) if (home / "history").exists() else True
+    assert not list(home.rglob("*.db"))  # no SQLite run, event-log or schedule storage
     with psycopg.connect(postgres_url) as conn:
         (runs,) = conn.execute(f"SELECT count(*) FROM {DAGSTER_SCHEMA}.runs WHERE run_id = %s", (run_id,)).fetchone()
         (public,) = conn.execute(

@@ -1,4 +1,4 @@
-"""Routes about the service itself: health, the OpenAPI document, the docs page and the
+"""Routes about the service itself: health, readiness, the OpenAPI document, the docs page and the
 home page at ``/`` and ``/v1`` (links for a person who opens the API in a browser)."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from sanic import HTTPResponse
 from api.context import QdayRequest
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import ok
-from api.models.service import HealthOut
+from api.models.service import HealthOut, ReadyOut
 from api.ratelimit import RateGroup
+from services.readiness import check_readiness
 
 group = EndpointGroup("service")
 docs_group = EndpointGroup("docs", version_prefix="")
@@ -22,13 +23,34 @@ docs_group = EndpointGroup("docs", version_prefix="")
     "/health",
     summary="Liveness check",
     credential=Credential.NONE,
-    rate_group=RateGroup.PUBLIC,
+    rate_group=RateGroup.PROBE,
     response=HealthOut,
     tag="service",
 )
 async def health(request: QdayRequest) -> HTTPResponse:
     """Answers while the process serves requests; needs no credential."""
     return ok(request, HealthOut(status="ok", version=request.app.ctx.version, api_version="v1"))
+
+
+@group.route(
+    "GET",
+    "/ready",
+    summary="Readiness check (for load balancers)",
+    description="200 when this node's operational store answers a read and commits an empty write "
+    "transaction, each within 2 s; otherwise 503 SRV_002 naming the probe that failed. "
+    "Liveness is /v1/health.",
+    credential=Credential.NONE,
+    rate_group=RateGroup.PROBE,
+    response=ReadyOut,
+    tag="service",
+)
+async def ready(request: QdayRequest) -> HTTPResponse:
+    """Whether this node can serve requests that touch the store; needs no credential."""
+    readiness = await check_readiness(request.app.ctx.database)
+    return ok(
+        request,
+        ReadyOut(status="ready", engine=readiness.engine, read_ms=readiness.read_ms, write_ms=readiness.write_ms),
+    )
 
 
 @group.route(
@@ -68,6 +90,7 @@ def home_page(version: str, dagster_url: str) -> str:
         ("/docs", "API documentation", "every endpoint, model and error code"),
         ("/v1/openapi.json", "OpenAPI document", "for code generators and API tools"),
         ("/v1/health", "Health", "liveness and version"),
+        ("/v1/ready", "Readiness", "whether this node's store takes reads and writes"),
         (dagster_url, "Dagster UI", "pipelines, risk tables and runs (when started with qday up)"),
     ]
     items = "".join(

@@ -41,9 +41,9 @@ def mclock(mapp_clock) -> Iterator[ManualClock]:
 
 
 @pytest.fixture(scope="module")
-async def mapp(tmp_path_factory, mapp_clock, app_database_url):
+async def mapp(tmp_path_factory, mapp_clock, module_database_url):
     """An app with managed custody on the process's throw-away SoftHSM2 token, on both engines."""
-    settings = load_settings(engine_env(app_database_url), data_dir=tmp_path_factory.mktemp("managed-api"))
+    settings = load_settings(engine_env(module_database_url), data_dir=tmp_path_factory.mktemp("managed-api"))
     async with running_app(settings, mapp_clock) as application:
         yield application
 

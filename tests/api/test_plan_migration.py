@@ -29,7 +29,7 @@ from services.settings import load_settings
 from storage.models import Plan
 from tests.chain_clients.loopback import Loopback
 from tests.esplora_chain import EsploraChain
-from tests.support import ManualClock, client_for, make_tenant, running_app
+from tests.support import ManualClock, client_for, engine_env, make_tenant, running_app
 
 PLAN = "/v1/plan/migration"
 BTC = 100_000_000
@@ -59,8 +59,12 @@ async def esplora() -> AsyncIterator[Loopback]:
 
 
 @pytest.fixture(scope="module")
-async def app(esplora: Loopback, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    env = {"QDAY_BITCOIN_ESPLORA_URL": esplora.url, "QDAY_FAMILY_CHAINS": "bitcoin"}
+async def app(esplora: Loopback, tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Any:
+    env = {
+        "QDAY_BITCOIN_ESPLORA_URL": esplora.url,
+        "QDAY_FAMILY_CHAINS": "bitcoin",
+        **engine_env(module_database_url),  # on both engines
+    }
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("plan-data"))
     async with running_app(settings, ManualClock()) as app:
         yield app

@@ -12,7 +12,7 @@ import pqc
 from storage.models import Plan
 from tests.api.test_envelope import assert_error, assert_meta
 from tests.signing import PqSigner
-from tests.support import make_tenant
+from tests.support import make_tenant, stored_bytes
 
 GENERATE = "/v1/keys/generate"
 ALGORITHMS = ["ml-dsa-44", "ml-dsa-65", "ml-dsa-87", "slh-dsa-128s"]
@@ -110,25 +110,10 @@ async def test_generated_public_keys_are_registered_private_keys_are_not_kept(cl
     listed = (await client.get("/v1/keys", headers=tenant.auth("secret_live"))).json()["data"]
     assert [k["publicKey"] for k in listed] == [data["publicKey"]]
     assert listed[0]["origin"] == "generated" and listed[0]["fingerprint"] == data["fingerprint"]
-    db_bytes = await _stored_bytes(app)
+    db_bytes = await stored_bytes(app)
     assert data["publicKey"] and bytes.fromhex(data["publicKey"]) in db_bytes  # the search does see what is stored
     assert bytes.fromhex(data["privateKey"])[-64:] not in db_bytes
     assert bytes.fromhex(data["seed"]) not in db_bytes
-
-
-async def _stored_bytes(app) -> bytes:
-    """Everything the operational store holds: its SQLite files (free pages and WAL included),
-    or every binary and text value of every table of its PostgreSQL database."""
-    db = app.ctx.database
-    if db.dialect == "sqlite":
-        return b"".join(p.read_bytes() for p in app.ctx.settings.data_dir.glob("qday.sqlite*"))
-    columns = await db.fetch_all(
-        "SELECT table_name, column_name FROM information_schema.columns"
-        " WHERE table_schema = current_schema() AND data_type IN ('bytea', 'text')"
-    )
-    assert columns
-    values = [v for table, column in columns for (v,) in await db.fetch_all(f'SELECT "{column}" FROM "{table}"')]
-    return b"".join(v.encode() if isinstance(v, str) else bytes(v) for v in values if v is not None)
 
 
 async def test_unsupported_algorithm_and_chain(client, tenant):

@@ -48,14 +48,14 @@ def scan_clock(scan_app_clock) -> Iterator[ManualClock]:
 
 
 @pytest.fixture(scope="module")
-async def scan_app(anvil, scan_app_clock, tmp_path_factory, app_database_url):
+async def scan_app(anvil, scan_app_clock, tmp_path_factory, module_database_url):
     closed = f"http://127.0.0.1:{free_port()}"
     env = {
         "QDAY_ETHEREUM_RPC_URL": anvil.url,
         "QDAY_TEST_ETHEREUM_RPC_URL": anvil.url,
         "QDAY_POLYGON_RPC_URL": closed,
         "QDAY_FAMILY_CHAINS": "ethereum",  # the family fan-out has its own tests (test_scan_family)
-        **engine_env(app_database_url),  # on both engines
+        **engine_env(module_database_url),  # on both engines
     }
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("scan-data"))
     async with running_app(settings, scan_app_clock) as app:

@@ -25,7 +25,7 @@ from storage.models import Plan
 from tests.api.test_caps import _prefill_watchlist
 from tests.chain_clients.loopback import Fault, Loopback
 from tests.esplora_chain import EsploraChain
-from tests.support import ManualClock, client_for, make_tenant, running_app
+from tests.support import ManualClock, client_for, engine_env, make_tenant, running_app, stored_bytes
 
 SCAN = "/v1/scan/descriptor"
 TIP = 900_000
@@ -49,12 +49,13 @@ async def esplora() -> AsyncIterator[Loopback]:
 
 
 @pytest.fixture(scope="module")
-async def app(esplora: Loopback, tmp_path_factory: pytest.TempPathFactory) -> Any:
+async def app(esplora: Loopback, tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Any:
     data = tmp_path_factory.mktemp("descriptor-scan-data")
     env = {
         "QDAY_BITCOIN_ESPLORA_URL": esplora.url,
         "QDAY_FAMILY_CHAINS": "bitcoin",
         "QDAY_FAMILY_WAIT_SECONDS": "5",
+        **engine_env(module_database_url),  # on both engines
     }
     async with running_app(load_settings(env, data_dir=data), ManualClock()) as app:
         yield app
@@ -218,6 +219,8 @@ async def test_private_keys_are_refused_without_a_trace(
         if path.is_file():
             content = path.read_bytes()
             assert xprv.encode() not in content and wif.encode() not in content, path
+    stored = await stored_bytes(app)  # the SQLite files again, or every value in PostgreSQL
+    assert xprv.encode() not in stored and wif.encode() not in stored
 
 
 async def test_refusals(scanner: Any, chain: EsploraChain, conformance_dir: Path) -> None:

@@ -32,7 +32,7 @@ from tests.bitcoin_chain import (
 )
 from tests.chain_clients.loopback import Loopback
 from tests.esplora_chain import EsploraChain
-from tests.support import ManualClock, client_for, make_tenant, running_app
+from tests.support import ManualClock, client_for, engine_env, make_tenant, running_app
 
 TPUB = "tpubDC8msFGeGuwnKG9Upg7DM2b4DaRqg3CUZa5g8v2SRQ6K4NSkxUgd7HsL2XVWbVm39yBA4LAxysQAm397zwQSQoQgewGiYZqrA9DsP4zbQ1M"
 """The account m/84'/1'/0' of BIP-39's "abandon … about" seed (embit), as a tpub."""
@@ -60,14 +60,18 @@ async def esplora() -> AsyncIterator[Loopback]:
 
 
 @pytest.fixture(scope="module")
-async def app(esplora: Loopback, tmp_path_factory: pytest.TempPathFactory) -> Any:
+async def app(esplora: Loopback, tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Any:
     data = tmp_path_factory.mktemp("descriptor-index")
     blocks = tmp_path_factory.mktemp("descriptor-blocks") / "regtest"
     blocks.mkdir()
     write_block_file(blocks / "blk00000.dat", revealing_chain()[0], magic=REGTEST_MAGIC)
     summary = ingest_block_files([blocks], BitcoinIndexStore(data / "analytics"))
     assert {s.network: s.complete_to for s in summary.chains} == {"regtest": TIP}
-    env = {"QDAY_TEST_BITCOIN_ESPLORA_URL": esplora.url, "QDAY_FAMILY_CHAINS": "bitcoin"}
+    env = {
+        "QDAY_TEST_BITCOIN_ESPLORA_URL": esplora.url,
+        "QDAY_FAMILY_CHAINS": "bitcoin",
+        **engine_env(module_database_url),  # on both engines
+    }
     async with running_app(load_settings(env, data_dir=data), ManualClock()) as app:
         yield app
 

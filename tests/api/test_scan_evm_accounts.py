@@ -21,7 +21,7 @@ from services.settings import load_settings
 from storage.models import Plan
 from tests.anvil import Anvil, free_port
 from tests.api.test_scan_family import TRANSFER
-from tests.support import ManualClock, client_for, make_tenant, running_app
+from tests.support import ManualClock, client_for, engine_env, make_tenant, running_app
 
 SCAN = "/v1/scan/descriptor"
 MNEMONIC = " ".join(["abandon"] * 11 + ["about"])
@@ -37,7 +37,7 @@ def signer(index: int) -> LocalAccount:
 
 
 @pytest.fixture(scope="module")
-async def app(nodes: tuple[Anvil, Anvil], tmp_path_factory: pytest.TempPathFactory) -> Any:
+async def app(nodes: tuple[Anvil, Anvil], tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Any:
     ethereum, base = nodes
     env = {
         "QDAY_ETHEREUM_RPC_URL": ethereum.url,
@@ -45,6 +45,7 @@ async def app(nodes: tuple[Anvil, Anvil], tmp_path_factory: pytest.TempPathFacto
         "QDAY_POLYGON_RPC_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens: down
         "QDAY_FAMILY_CHAINS": "ethereum,base,polygon",
         "QDAY_FAMILY_WAIT_SECONDS": "2",
+        **engine_env(module_database_url),  # on both engines
     }
     async with running_app(load_settings(env, data_dir=tmp_path_factory.mktemp("evm-accounts")), ManualClock()) as app:
         yield app

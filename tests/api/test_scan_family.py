@@ -15,14 +15,14 @@ from services.settings import load_settings
 from storage.models import Plan
 from tests.anvil import Anvil, free_port
 from tests.api.test_envelope import assert_error
-from tests.support import ManualClock, client_for, make_tenant, running_app
+from tests.support import ManualClock, client_for, engine_env, make_tenant, running_app
 
 SCAN = "/v1/scan/wallet"
 TRANSFER = {"value": 10**15, "gas": 21000, "maxFeePerGas": 10**10, "maxPriorityFeePerGas": 10**9}
 
 
 @pytest.fixture(scope="module")
-async def family_app(nodes, tmp_path_factory):
+async def family_app(nodes, tmp_path_factory, module_database_url):
     ethereum, base = nodes
     env = {
         "QDAY_ETHEREUM_RPC_URL": ethereum.url,
@@ -30,6 +30,7 @@ async def family_app(nodes, tmp_path_factory):
         "QDAY_POLYGON_RPC_URL": f"http://127.0.0.1:{free_port()}",  # nothing listens: down
         "QDAY_FAMILY_CHAINS": "ethereum,base,polygon",
         "QDAY_FAMILY_WAIT_SECONDS": "2",
+        **engine_env(module_database_url),  # on both engines
     }
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("family-data"))
     async with running_app(settings, ManualClock()) as app:

@@ -28,7 +28,7 @@ from tests.bitcoin_chain import (
     write_conformance_block_file,
 )
 from tests.chain_clients.loopback import Loopback
-from tests.support import ManualClock, client_for, make_tenant, running_app
+from tests.support import ManualClock, client_for, engine_env, make_tenant, running_app
 
 SCAN = "/v1/scan/wallet"
 KEY_SCAN = "/v1/scan/key"
@@ -74,7 +74,9 @@ async def esploras() -> AsyncIterator[tuple[Loopback, Loopback]]:
 
 
 @pytest.fixture(scope="module")
-async def index_app(esploras: Any, tmp_path_factory: pytest.TempPathFactory, conformance_dir: Path) -> Any:
+async def index_app(
+    esploras: Any, tmp_path_factory: pytest.TempPathFactory, conformance_dir: Path, module_database_url: str
+) -> Any:
     live, test = esploras
     data = tmp_path_factory.mktemp("index-scan-data")
     blocks = tmp_path_factory.mktemp("index-blocks")
@@ -93,6 +95,7 @@ async def index_app(esploras: Any, tmp_path_factory: pytest.TempPathFactory, con
         "QDAY_TEST_BITCOIN_ESPLORA_URL": test.url,
         "QDAY_FAMILY_CHAINS": "bitcoin",
         "QDAY_FAMILY_WAIT_SECONDS": "5",
+        **engine_env(module_database_url),  # on both engines
     }
     async with running_app(load_settings(env, data_dir=data), ManualClock()) as app:
         yield app

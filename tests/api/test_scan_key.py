@@ -77,12 +77,12 @@ async def esplora(conformance_dir):
 
 
 @pytest.fixture(scope="module")
-async def key_app(esplora, tmp_path_factory, app_database_url):
+async def key_app(esplora, tmp_path_factory, module_database_url):
     env = {
         "QDAY_BITCOIN_ESPLORA_URL": esplora.url,
         "QDAY_FAMILY_CHAINS": "bitcoin",
         "QDAY_FAMILY_WAIT_SECONDS": "5",
-        **engine_env(app_database_url),  # on both engines
+        **engine_env(module_database_url),  # on both engines
     }
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("key-scan-data"))
     async with running_app(settings, ManualClock()) as app:
