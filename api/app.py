@@ -36,7 +36,7 @@ from api.ratelimit import (
     buckets_for,
     limit_for,
 )
-from api.routes import accounts, attestations, keys, managed, scans, service
+from api.routes import accounts, attestations, keys, managed, scans, service, webhooks
 from chains.clients import build_clients
 from chains.clients.prices import ChainlinkPrices, PriceOracle, StaticPrices
 from chains.environment import Environment
@@ -52,28 +52,44 @@ from services.descriptor_scans import DescriptorScanService
 from services.descriptor_watch import DescriptorWatchService
 from services.errors import Unauthenticated
 from services.evm_account_scans import EvmAccountScanService
+from services.exposure_follow import ExposureFollower
 from services.exposure_index import ExposureIndex
 from services.key_scans import KeyScanService
 from services.migration_plans import MigrationPlanService
 from services.observer import ChainObserver
 from services.operational import open_operational
+from services.outbound import new_client
 from services.passwords import Passwords
 from services.pq_keys import PqKeyService
 from services.pricing import ScanPrices
 from services.scans import ScanService
 from services.settings import Settings
+from services.webhook_delivery import WebhookDeliverer
+from services.webhook_signing import WebhookSigner
+from services.webhooks import WebhookService
 from storage.bitcoin_index import BitcoinIndexStore
 from storage.models import Plan
 from storage.sql_accounts import SqlStore
+from storage.sql_alert_state import SqlAlertStateStore
 from storage.sql_attestations import SqlAttestationStore
 from storage.sql_managed_keys import SqlManagedKeyStore
 from storage.sql_scans import SqlScanStore
+from storage.sql_webhooks import SqlWebhookStore
 from storage.sql_window_counters import SqlWindowCounters
 from storage.sqlite_engine import SqliteDatabase
 
 log = logging.getLogger("qday.api")
 _app_numbers = itertools.count()
-GROUPS = (service.group, service.docs_group, accounts.group, keys.group, attestations.group, scans.group, managed.group)
+GROUPS = (
+    service.group,
+    service.docs_group,
+    accounts.group,
+    keys.group,
+    attestations.group,
+    scans.group,
+    managed.group,
+    webhooks.group,
+)
 _SANIC_STATUS_CODES = {
     400: "REQ_001",
     404: "REQ_005",
@@ -301,8 +317,36 @@ async def _open_resources(app: QdayApp) -> None:
         opened.callback(ctx.purge_loop.close)
         # Closed first: work in flight (hashing, signing) ends before what it uses closes.
         opened.callback(ctx.executor.shutdown, wait=True)
+        # The delivery loop stops before the executor and custody it signs with.
+        await _open_webhooks(ctx, secrets, opened)
         ctx.closing = opened.pop_all()
     ctx.purge_loop.start()
+    ctx.deliverer.start()
+
+
+async def _open_webhooks(ctx: AppContext, secrets: Secrets, opened: AsyncExitStack) -> None:
+    """The webhook service and this node's delivery loop (started with the server; stopped
+    before the store closes). Outbound requests get a client of their own: no redirects,
+    no proxies from the environment (``services.outbound``)."""
+    settings = ctx.settings
+    http = new_client()
+    opened.push_async_callback(http.aclose)
+    store = SqlWebhookStore(ctx.database)
+    signer = WebhookSigner(store, ctx.managed.custody, ctx.executor, ctx.clock)
+    ctx.deliverer = WebhookDeliverer(
+        store,
+        signer,
+        secrets.webhook_seal_key,
+        ctx.clock,
+        http,
+        allow_private=settings.webhook_allow_private,
+        retry_base=settings.webhook_retry_base_seconds,
+        timeout=settings.webhook_timeout_seconds,
+    )
+    opened.push_async_callback(ctx.deliverer.aclose)
+    ctx.webhooks = WebhookService(
+        store, signer, ctx.deliverer, secrets.webhook_seal_key, ctx.clock, allow_private=settings.webhook_allow_private
+    )
 
 
 async def _open_chain_access(app: QdayApp) -> None:
@@ -332,6 +376,17 @@ async def _open_chain_access(app: QdayApp) -> None:
     ctx.descriptor_watch = DescriptorWatchService(
         ctx.descriptor_scans, store.descriptor_watch(), ctx.clock, settings.enterprise_watch_cap
     )
+    ctx.follower = ExposureFollower(
+        SqlAlertStateStore(ctx.database),
+        store,
+        ctx.chain_clients,
+        settings.family_chains,
+        ctx.clock,
+        ctx.deliverer.wake,
+        settings.alert_poll_seconds,
+    )
+    ctx.aclosing.push_async_callback(ctx.follower.aclose)  # stops before the clients it uses close
+    ctx.follower.start()
 
 
 async def _close_chain_access(app: QdayApp) -> None:

@@ -30,12 +30,15 @@ from services.custody.purge import PurgeLoop
 from services.descriptor_scans import DescriptorScanService
 from services.descriptor_watch import DescriptorWatchService
 from services.evm_account_scans import EvmAccountScanService
+from services.exposure_follow import ExposureFollower
 from services.key_scans import KeyScanService
 from services.migration_plans import MigrationPlanService
 from services.passwords import Passwords
 from services.pq_keys import PqKeyService
 from services.scans import ScanService
 from services.settings import Settings
+from services.webhook_delivery import WebhookDeliverer
+from services.webhooks import WebhookService
 from storage.database import Database
 from storage.sql_accounts import SqlStore
 
@@ -63,6 +66,8 @@ class AppContext:
     attestations: AttestationService
     managed: ManagedCustodyService
     purge_loop: PurgeLoop
+    webhooks: WebhookService
+    deliverer: WebhookDeliverer
     # opened on the server's loop (``api.app._open_chain_access``), closed through ``aclosing``
     http: httpx.AsyncClient
     chain_clients: dict[Environment, dict[Chain, ChainClient]]
@@ -72,6 +77,7 @@ class AppContext:
     evm_account_scans: EvmAccountScanService
     migration_plans: MigrationPlanService
     descriptor_watch: DescriptorWatchService
+    follower: ExposureFollower
 
     def __init__(
         self, settings: Settings, clock: Clock, passwords: Passwords, version: str, openapi_json: bytes, docs_html: str

@@ -17,6 +17,7 @@ from chains.bitcoin import bip32, descriptors
 from core.errors import DomainError
 from pqc import errors as pqc_errors
 from services import errors as service_errors
+from services import outbound
 from services.custody import errors as custody_errors
 from storage import errors as storage_errors
 
@@ -108,6 +109,7 @@ DOMAIN_ERRORS: dict[type[DomainError], str] = {
     custody_errors.InvalidKeyState: "CUS_006",
     custody_errors.CustodyIntegrityError: "CUS_007",
     service_errors.PlanCapReached: "LIM_001",
+    outbound.UnsafeDestination: "REQ_001",
 }
 
 

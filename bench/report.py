@@ -46,6 +46,7 @@ BENCHES = (
     "bench_bip32",
     "bench_wallet",
     "bench_nodes",
+    "bench_alerts",
 )
 _COMPARE = {">=": operator.ge, "<=": operator.le}
 

@@ -19,7 +19,7 @@ with atheris.instrument_imports(include=["api.validation"]):
     from api.validation import decode_body
 
 from api.errors import ApiError, status_of
-from api.models import accounts, crypto, custody, scans
+from api.models import accounts, crypto, custody, scans, webhooks
 from fuzz.runner import run
 
 
@@ -29,7 +29,7 @@ def request_models() -> tuple[type, ...]:
     keep start-up short (the app imports web3 and Polars); tests/security/test_fuzz_smoke.py
     checks that the two lists agree."""
     found = []
-    for module in (accounts, crypto, custody, scans):
+    for module in (accounts, crypto, custody, scans, webhooks):
         for value in vars(module).values():
             if (
                 isinstance(value, type)

@@ -49,6 +49,7 @@ from scoring import observations_to_frame, score_frame, wallet_risk, weighted_ri
 from scoring.readiness import ReadinessData
 from scoring.records import scored_scan
 from scoring.risk import SCORE_COLUMN
+from services.daily_alerts import daily_alerts
 from services.exposure_index import IndexAnswer
 from services.observer import limits_of
 from storage.analytics import TABLES, ParquetFileWriter, conform
@@ -625,8 +626,9 @@ def records_for(
 async def publish(store: ScanStore, records: list[ScanResult]) -> tuple[int, int]:
     """Save ``records`` in one transaction (a group commit on SQLite); a stored result
     computed from newer chain data (an API refresh after this run observed the address)
-    is kept. Returns (saved, skipped)."""
-    saved = await store.save_results(records) if records else 0
+    is kept. What changed since the stored results raises webhook events in the same
+    transaction (``services.daily_alerts``). Returns (saved, skipped)."""
+    saved = await store.save_results(records, daily_alerts(lambda: datetime.now(UTC))) if records else 0
     return saved, len(records) - saved
 
 

@@ -37,6 +37,7 @@ class Secrets:
         self.key_hash_key = hmac.new(master, b"qday/api-key-hash/v1", hashlib.sha256).digest()
         self.session_key = hmac.new(master, b"qday/session-token/v1", hashlib.sha256).digest()
         self.challenge_key = hmac.new(master, b"qday/registration-challenge/v1", hashlib.sha256).digest()
+        self.webhook_seal_key = hmac.new(master, b"qday/webhook-secret-seal/v1", hashlib.sha256).digest()
 
 
 def load_master_secret(configured_hex: str, secrets_dir: Path) -> bytes:

@@ -1,9 +1,11 @@
 """Running CPU-heavy work (password hashing, key generation, signing) off the
-event loop, so one slow request never stalls the others."""
+event loop, so one slow request never stalls the others; and stopping the background
+loops (webhook delivery, the chain-head follower) cleanly."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import ParamSpec, TypeVar
@@ -33,3 +35,12 @@ async def run_verification(
     if algorithm in _INLINE_VERIFY:
         return fn(*args, **kwargs)
     return await run_blocking(executor, fn, *args, **kwargs)
+
+
+async def stop_task(task: asyncio.Task[None] | None) -> None:
+    """Cancel a background loop's task and wait until it has stopped (None: nothing)."""
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task

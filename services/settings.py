@@ -99,6 +99,16 @@ class Settings:
     #: How often each worker destroys managed keys whose waiting period is over (0: never;
     #: then run ``qday admin purge-keys`` from a scheduler).
     purge_interval_seconds: int = 300
+    #: Webhook URLs may be http and point at loopback and private addresses (a receiver on
+    #: the same network, tests); off by default (SSRF). Cloud-metadata addresses never.
+    webhook_allow_private: bool = False
+    #: Seconds before the first retry of a failed webhook delivery (doubling up to an hour).
+    webhook_retry_base_seconds: float = 5.0
+    #: Seconds one webhook delivery attempt may take (connect, send, first answer).
+    webhook_timeout_seconds: float = 10.0
+    #: Seconds between looks at the heads of EVM chains with watched addresses, for alerts
+    #: (0: off; only the node holding the follower lease looks).
+    alert_poll_seconds: float = 1.0
     #: Chain data endpoints of both environments (``[chains]`` table, ``QDAY_<CHAIN>_…``).
     chains: ChainEndpoints = field(default_factory=lambda: load_endpoints({}), repr=False)
 
@@ -221,6 +231,12 @@ def _validate(s: Settings) -> Settings:
         raise SettingsError("deletion_wait_days must be between 7 (the spec's minimum) and 3650")
     if s.purge_interval_seconds != 0 and not 10 <= s.purge_interval_seconds <= 86400:
         raise SettingsError("purge_interval_seconds must be 0 (off) or between 10 and 86400")
+    if not 0.05 <= s.webhook_retry_base_seconds <= 5:
+        raise SettingsError("webhook_retry_base_seconds must be between 0.05 and 5 (the first retry within 5 s)")
+    if s.alert_poll_seconds != 0 and not 0.05 <= s.alert_poll_seconds <= 3600:
+        raise SettingsError("alert_poll_seconds must be 0 (off) or between 0.05 and 3600")
+    if not 1 <= s.webhook_timeout_seconds <= 10:
+        raise SettingsError("webhook_timeout_seconds must be between 1 and 10")
     if s.database_url and not s.database_url.startswith(("postgresql://", "postgres://")):
         raise SettingsError("database_url must be a postgresql:// URL (or empty for SQLite in data_dir)")
     if s.database_url and not s.secret_key:

@@ -7,7 +7,8 @@ chunks through Parquet files in a private folder, into the session's ``ops`` sch
 
 Only the columns below are copied: never a password hash, an API key's keyed hash,
 managed custody's wrapped key material or its wrapping-key label, nor raw signatures and
-public keys (fingerprints stand for keys). Timestamps become ``TIMESTAMPTZ``.
+public keys (fingerprints stand for keys), nor webhook secrets or URLs (a receiver's URL
+often holds a token of its own). Timestamps become ``TIMESTAMPTZ``.
 """
 
 from __future__ import annotations
@@ -93,13 +94,35 @@ OPERATIONAL_TABLES: Final[dict[str, tuple[str, ...]]] = {
     ),
     "managed_key_events": ("id", "key_id", "account_id", "environment", "type", "state", "actor", "request_id", "at"),
     "managed_key_usage": ("key_id", "month", "account_id", "environment", "signatures"),
+    "webhooks": (
+        "id",
+        "account_id",
+        "environment",
+        "events",
+        "description",
+        "created_at",
+        "failing_since",
+        "disabled_at",
+        "disabled_reason",
+    ),
+    "webhook_events": ("id", "account_id", "environment", "type", "created_at"),
+    "webhook_deliveries": (
+        "id",
+        "webhook_id",
+        "event_id",
+        "state",
+        "attempts",
+        "next_attempt_at",
+        "created_at",
+        "finished_at",
+    ),
 }
-_INTEGERS: Final = frozenset({"n", "gap_limit", "derived_addresses", "risk_value", "signatures"})
+_INTEGERS: Final = frozenset({"n", "gap_limit", "derived_addresses", "risk_value", "signatures", "attempts"})
 SCHEMA: Final = "ops"
 
 
 def _is_time(column: str) -> bool:
-    return column == "at" or column.endswith("_at") or column == "data_as_of"
+    return column in ("at", "data_as_of", "failing_since") or column.endswith("_at")
 
 
 def _duckdb_type(column: str) -> str:

@@ -30,6 +30,7 @@ from storage.models import (
     WatchedAddress,
     WatchedDescriptor,
 )
+from storage.webhook_records import ResultAlerts
 
 
 class Store(Protocol):
@@ -159,9 +160,10 @@ class ScanStore(Protocol):
     ) -> ScanResult | None:
         """The latest stored result for one address, if any."""
 
-    async def save_results(self, results: list[ScanResult]) -> int:
+    async def save_results(self, results: list[ScanResult], alerts: ResultAlerts | None = None) -> int:
         """Insert results, replacing stored ones that are not newer (durable when
-        this returns); how many were written (the others were superseded)."""
+        this returns); how many were written (the others were superseded). ``alerts``: the
+        events each replacement raises, put in the webhook outbox in the same transaction."""
 
     async def take_lease(self, key: str, holder: str, now: datetime, ttl: timedelta) -> ScanLease | None:
         """Take the scan lease ``key`` for ``holder`` unless another holder's has not expired:

@@ -46,17 +46,20 @@ async def insert_or_get(
     return stored
 
 
-def page_clause(after: tuple[datetime, str] | None, limit: int | None) -> tuple[str, tuple[object, ...]]:
+def page_clause(
+    after: tuple[datetime, str] | None, limit: int | None, alias: str = ""
+) -> tuple[str, tuple[object, ...]]:
     """The tail of a keyset-paged list query on ``(created_at, id)``: rows after the
     position ``after`` (exclusive), oldest first, at most ``limit`` of them (None: all).
     Appended to a ``WHERE`` clause; with an index ending in ``(created_at, id)`` each page
-    is one index range, and rows added meanwhile never shift a page (no OFFSET)."""
+    is one index range, and rows added meanwhile never shift a page (no OFFSET). ``alias``:
+    the table's alias in a join (``"d."``)."""
     sql = ""
     args: tuple[object, ...] = ()
     if after is not None:
-        sql += " AND (created_at, id) > (?, ?)"
+        sql += f" AND ({alias}created_at, {alias}id) > (?, ?)"
         args = (ts(after[0]), after[1])
-    sql += " ORDER BY created_at, id"
+    sql += f" ORDER BY {alias}created_at, {alias}id"
     if limit is not None:
         sql += " LIMIT ?"
         args += (limit,)

@@ -13,6 +13,8 @@ from storage.models import KeyScanResult, Keyset, ScanLease, ScanResult, Watched
 from storage.row_cache import RowCache
 from storage.sql import dt, insert_or_get, page_clause, ts, watch_lock
 from storage.sql_descriptor_watch import SqlDescriptorWatchStore
+from storage.sql_webhooks import add_event
+from storage.webhook_records import EventType, ResultAlerts
 
 _WATCH_COLUMNS = "id, account_id, environment, chain, address, label, created_at"
 WATCH_EXPORT_COLUMNS: Final = ("watch_id", "account_id", "environment", "chain", "address", "label", "created_at")
@@ -169,10 +171,12 @@ class SqlScanStore:
         )
         return None if row is None else self._results.remember(key, _result(row))
 
-    async def save_results(self, results: list[ScanResult]) -> int:
+    async def save_results(self, results: list[ScanResult], alerts: ResultAlerts | None = None) -> int:
         """Insert results, replacing stored ones that are not newer (durable when
         this returns); how many were written: a stored result of newer chain data (a
-        data_as_of later than the new one's) is kept and not counted."""
+        data_as_of later than the new one's) is kept and not counted. ``alerts``: the events
+        each written result raises against the one it replaces, put in the webhook outbox
+        in the same transaction (a key the follower saw exposed is marked so there too)."""
         rows = [
             (
                 r.account_id,
@@ -198,12 +202,36 @@ class SqlScanStore:
             " scanned_at = excluded.scanned_at, source = excluded.source"
             " WHERE excluded.data_as_of >= scan_results.data_as_of"
         )
-        return await self._db.write(lambda tx: tx.execute_many(sql, rows), announce=Topic.SCANS)
+        if alerts is None:
+            return await self._db.write(lambda tx: tx.execute_many(sql, rows), announce=Topic.SCANS)
+
+        async def save_and_alert(tx: Tx) -> int:
+            keys = [row[:4] for row in rows]
+            before = await _stored(tx, "scan_results", "result, data_as_of", keys)
+            seen = await _stored(tx, "alert_state", "exposed", keys)
+            written = await tx.execute_many(sql, rows)
+            for key, record in zip(keys, results, strict=True):
+                old = before.get(key)
+                if old is not None and old[1] > ts(record.data_as_of):
+                    continue  # newer chain data is stored: this result was not written
+                exposed = seen.get(key)
+                events = alerts(None if old is None else old[0], None if exposed is None else bool(exposed[0]), record)
+                for event in events:
+                    await add_event(tx, event)
+                if exposed is not None and any(e.type is EventType.KEY_EXPOSED for e in events):
+                    await tx.execute(
+                        "UPDATE alert_state SET exposed = 1 WHERE account_id = ? AND environment = ? AND chain = ?"
+                        " AND address = ?",
+                        key,
+                    )
+            return written
+
+        return await self._db.write(save_and_alert, announce=Topic.SCANS)
 
     async def take_lease(self, key: str, holder: str, now: datetime, ttl: timedelta) -> ScanLease | None:
-        """Take the scan lease ``key`` for ``holder`` unless another holder's has not expired:
-        None when taken now, else the lease that holds it. Leases of everybody that expired
-        before ``now`` are pruned every thousand calls."""
+        """Take the scan lease ``key`` for ``holder`` unless another holder's has not expired
+        (its own is renewed): None when taken now, else the lease that holds it. Leases of
+        everybody that expired before ``now`` are pruned every thousand calls."""
         self._lease_calls += 1
         prune = self._lease_calls % 1000 == 0
 
@@ -213,7 +241,8 @@ class SqlScanStore:
             await tx.execute(
                 "INSERT INTO scan_leases (key, holder, taken_at, expires_at) VALUES (?,?,?,?)"
                 " ON CONFLICT (key) DO UPDATE SET holder = excluded.holder, taken_at = excluded.taken_at,"
-                " expires_at = excluded.expires_at WHERE scan_leases.expires_at <= excluded.taken_at",
+                " expires_at = excluded.expires_at"
+                " WHERE scan_leases.expires_at <= excluded.taken_at OR scan_leases.holder = excluded.holder",
                 (key, holder, ts(now), ts(now + ttl)),
             )
             return await tx.fetch_one("SELECT key, holder, taken_at, expires_at FROM scan_leases WHERE key = ?", (key,))
@@ -263,3 +292,23 @@ class SqlScanStore:
             " result = excluded.result, data_as_of = excluded.data_as_of, scanned_at = excluded.scanned_at"
         )
         await self._db.write(lambda tx: tx.execute(sql, row))
+
+
+#: Keys per lookup of ``_stored`` (4 parameters each; SQLite allows 32,766 a statement).
+_KEYS_PER_LOOKUP = 2000
+
+
+async def _stored(tx: Tx, table: str, columns: str, keys: list[Row]) -> dict[Row, Row]:
+    """The ``columns`` of ``table``'s rows with these (account, environment, chain, address)
+    keys, by key, read in the transaction."""
+    found: dict[Row, Row] = {}
+    for start in range(0, len(keys), _KEYS_PER_LOOKUP):
+        part = keys[start : start + _KEYS_PER_LOOKUP]
+        values = ", ".join("(?, ?, ?, ?)" for _ in part)
+        rows = await tx.fetch_all(
+            f"SELECT account_id, environment, chain, address, {columns} FROM {table}"
+            f" WHERE (account_id, environment, chain, address) IN (VALUES {values})",
+            [v for key in part for v in key],
+        )
+        found.update({tuple(r[:4]): tuple(r[4:]) for r in rows})
+    return found

@@ -76,8 +76,9 @@ async def app(tmp_path_factory, app_clock, app_database_url) -> AsyncIterator[Sa
     from services.settings import load_settings
     from tests.support import engine_env, running_app
 
-    # no family lookups: the public endpoints of the other chains are never called in tests
-    env = {"QDAY_FAMILY_CHAINS": "none", **engine_env(app_database_url)}
+    # no family lookups, no chain-head following: the public endpoints of the chains are
+    # never called in tests
+    env = {"QDAY_FAMILY_CHAINS": "none", "QDAY_ALERT_POLL_SECONDS": "0", **engine_env(app_database_url)}
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("api-data"))
     async with running_app(settings, app_clock) as application:
         yield application

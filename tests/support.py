@@ -187,8 +187,15 @@ class ServerProcess:
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = data_dir / "server.log"
         data_dir.mkdir(parents=True, exist_ok=True)
-        # no family lookups unless a test asks: the other chains' public endpoints are never called
-        full_env = {**os.environ, "QDAY_SECRET_KEY": "", "QDAY_FAMILY_CHAINS": "none", **(env or {})}
+        # no family lookups or chain-head following unless a test asks: the chains' public
+        # endpoints are never called
+        full_env = {
+            **os.environ,
+            "QDAY_SECRET_KEY": "",
+            "QDAY_FAMILY_CHAINS": "none",
+            "QDAY_ALERT_POLL_SECONDS": "0",
+            **(env or {}),
+        }
         self._log = self.log_path.open("wb")
         self.process = subprocess.Popen(
             [

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import bench_bip32, bench_bitcoin_index, bench_rescore
+from bench import bench_alerts, bench_bip32, bench_bitcoin_index, bench_rescore
 from tests.anvil import MISSING_ANVIL, anvil_binary
 
 pytestmark = pytest.mark.slow
@@ -39,3 +39,12 @@ def test_the_bitcoin_index_bench_runs_end_to_end(conformance_dir):
 def test_the_bip32_bench_runs() -> None:
     (figure,) = bench_bip32.measure(addresses=50, rounds=1)
     assert figure.value > 0 and figure.ceiling and figure.target == bench_bip32.TARGET
+
+
+@pytest.mark.skipif(anvil_binary() is None, reason=MISSING_ANVIL)
+def test_the_alerts_bench_runs_end_to_end() -> None:
+    figures = {f.name: f for f in bench_alerts.measure(watched=20, samples=2, burst=10)}
+    latency = figures["block-to-receipt latency p99, 20 watched"]
+    assert latency.value > 0 and latency.ceiling == bench_alerts.POLL
+    outbox = figures["outbox deliveries, burst of 10"]
+    assert outbox.ratio is not None and outbox.ratio > 0 and outbox.target == bench_alerts.THROUGHPUT_TARGET

@@ -85,7 +85,8 @@ def test_no_secret_column_is_copied(seeded: Path, capsys: pytest.CaptureFixture[
     assert main(["sql", "--data-dir", str(data), "-c", query]) == 0
     columns = {(t, c) for t, c in _csv(capsys.readouterr().out)[1:]}
     assert {t for t, _ in columns} == set(OPERATIONAL_TABLES)
-    for secret in ("password_hash", "key_hash", "key_ref", "wrapping_key", "pqc_signature", "ecdsa_signature"):
+    secrets = ("password_hash", "key_hash", "key_ref", "wrapping_key", "pqc_signature", "ecdsa_signature")
+    for secret in (*secrets, "secret", "previous_secret", "url", "body"):
         assert not any(c == secret for _, c in columns), secret
     assert main(["sql", "--data-dir", str(data), "-c", "SELECT * FROM ops.accounts"]) == 0
     assert "argon2-HASH-SECRET" not in capsys.readouterr().out

@@ -129,6 +129,12 @@ class EvmClient:
             for i, (account, (balance, nonce, code)) in enumerate(zip(accounts, states, strict=True))
         ]
 
+    async def head(self) -> int:
+        """The chain's latest block number (``eth_blockNumber``): one cheap call a follower
+        makes before deciding whether anything new needs looking at."""
+        label = self.rpc.transport.label
+        return _quantity(await self.rpc.call("eth_blockNumber"), f"{label} eth_blockNumber")
+
     def _check_chain_id(self, found: int, expected: int | None) -> None:
         if found != expected:
             raise ChainUnavailable(

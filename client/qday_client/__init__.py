@@ -1,5 +1,6 @@
 """qday client SDK: a typed async client of the qday API, local post-quantum
-keys, local hybrid signing, and the ``qday-client`` command.
+keys, local hybrid signing, checking signed webhook deliveries
+(``verify_webhook``), and the ``qday-client`` command.
 
 Private keys are made and used on this machine only; the client never sends
 or logs them. See docs/quickstart.md.
@@ -24,8 +25,10 @@ from qday_client.errors import (
     RequestError,
     ScanError,
     ServerError,
+    WebhookVerificationError,
 )
 from qday_client.hybrid import attest, register_key
+from qday_client.webhooks import WebhookEvent, verify_webhook
 
 __all__ = [
     "DEFAULT_API_URL",
@@ -34,6 +37,8 @@ __all__ = [
     "load_signer",
     "attest",
     "register_key",
+    "verify_webhook",
+    "WebhookEvent",
     "QdayError",
     "ApiError",
     "AuthError",
@@ -50,4 +55,5 @@ __all__ = [
     "ServerError",
     "ConnectionFailed",
     "LocalError",
+    "WebhookVerificationError",
 ]

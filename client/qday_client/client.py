@@ -256,6 +256,11 @@ class QdayClient:
         """GET /v1/health: liveness and version."""
         return await self._call("GET", "/health", models.Health)
 
+    async def ready(self) -> models.Ready:
+        """GET /v1/ready: whether the node's store takes reads and writes (``ServerError``
+        ``SRV_002`` when it does not)."""
+        return await self._call("GET", "/ready", models.Ready)
+
     async def openapi(self) -> dict[str, Any]:
         """GET /v1/openapi.json: the OpenAPI 3.1 document (not enveloped)."""
         response = await self._send("GET", "/openapi.json")
@@ -616,3 +621,41 @@ class QdayClient:
     async def unwatch_descriptor(self, entry_id: str) -> None:
         """DELETE /v1/watchlist/descriptors/{id}."""
         await self._call("DELETE", f"/watchlist/descriptors/{entry_id}", None)
+
+    # -- webhooks ----------------------------------------------------------
+
+    async def create_webhook(
+        self, url: str, events: list[str], description: str | None = None
+    ) -> models.WebhookWithSecret:
+        """POST /v1/webhooks: a new endpoint for ``events`` (``key.exposed``,
+        ``risk.changed``, ``balance.changed``); its secret is in this answer only."""
+        body = _drop_none({"url": url, "events": events, "description": description})
+        return await self._call("POST", "/webhooks", models.WebhookWithSecret, body)
+
+    async def webhooks(self, *, page_size: int | None = None) -> list[models.Webhook]:
+        """GET /v1/webhooks: every endpoint of this key's environment (all pages)."""
+        return await self._all_pages("/webhooks", models.Webhook, page_size)
+
+    async def delete_webhook(self, webhook_id: str) -> None:
+        """DELETE /v1/webhooks/{id}."""
+        await self._call("DELETE", f"/webhooks/{webhook_id}", None)
+
+    async def rotate_webhook_secret(self, webhook_id: str) -> models.WebhookWithSecret:
+        """POST /v1/webhooks/{id}/rotate-secret: a new secret (the old one signs too for 24 h)."""
+        return await self._call("POST", f"/webhooks/{webhook_id}/rotate-secret", models.WebhookWithSecret)
+
+    async def enable_webhook(self, webhook_id: str) -> models.Webhook:
+        """POST /v1/webhooks/{id}/enable: turn an endpoint disabled after 24 h of failures on."""
+        return await self._call("POST", f"/webhooks/{webhook_id}/enable", models.Webhook)
+
+    async def test_webhook(self, webhook_id: str) -> models.WebhookPing:
+        """POST /v1/webhooks/{id}/test: send a ``ping`` now and report its first attempt."""
+        return await self._call("POST", f"/webhooks/{webhook_id}/test", models.WebhookPing)
+
+    async def webhook_deliveries(self, webhook_id: str, *, page_size: int | None = None) -> list[models.Delivery]:
+        """GET /v1/webhooks/{id}/deliveries: every delivery with its attempts (all pages)."""
+        return await self._all_pages(f"/webhooks/{webhook_id}/deliveries", models.Delivery, page_size)
+
+    async def webhook_signing_key(self) -> models.SigningKey:
+        """GET /v1/webhooks/signing-key: the ML-DSA-65 public key for ``verify_webhook``."""
+        return await self._call("GET", "/webhooks/signing-key", models.SigningKey)

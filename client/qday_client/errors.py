@@ -5,7 +5,8 @@ details}, meta: {requestId}}``; ``error_from_response`` turns it into the class
 of its code's family (``AUTH_*`` -> ``AuthError`` ...), carrying ``code``,
 ``status``, ``message``, ``request_id`` and ``details``. Errors raised before a
 request is answered (bad key file, unreachable server) are ``LocalError`` or
-``ConnectionFailed``. No message ever holds key material.
+``ConnectionFailed``; a webhook delivery that fails its checks is
+``WebhookVerificationError``. No message ever holds key material.
 """
 
 from __future__ import annotations
@@ -99,6 +100,18 @@ class LocalError(QdayError):
 
     def __init__(self, message: str) -> None:
         super().__init__("LOCAL", message)
+
+
+class WebhookVerificationError(QdayError):
+    """A webhook delivery to refuse (code ``WEBHOOK``): a header missing or malformed, a
+    signature that does not hold, a timestamp too far from now, or a body that is not the
+    event it claims; ``reason`` names the check (``missing_header``, ``hmac_mismatch``,
+    ``mldsa_invalid``, ``timestamp_too_old`` ...). Found on this machine, with no request
+    made, like ``LocalError``; but a bad delivery, not a problem of this machine."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__("WEBHOOK", message, details={"reason": reason})
+        self.reason = reason
 
 
 _FAMILIES: dict[str, type[ApiError]] = {

@@ -26,6 +26,15 @@ class Health(Result):
     api_version: str
 
 
+class Ready(Result):
+    """GET /v1/ready: the node's store answers a read and commits a write."""
+
+    status: str
+    engine: str
+    read_ms: float
+    write_ms: float
+
+
 class Account(Result):
     """POST /v1/auth/register."""
 
@@ -514,6 +523,65 @@ class WatchedDescriptor(Result):
     summary: WalletSummary | None
     scanned_at: str | None
     created_at: str
+
+
+class Webhook(Result):
+    """A webhook endpoint (GET /v1/webhooks); ``status`` is ``enabled`` or ``disabled``."""
+
+    id: str
+    url: str
+    events: list[str]
+    description: str | None
+    status: str
+    created_at: str
+    failing_since: str | None
+    disabled_at: str | None
+    disabled_reason: str | None
+    previous_secret_expires_at: str | None
+
+
+class WebhookWithSecret(Webhook):
+    """An endpoint just made or rotated: ``secret`` (``whsec_…``) is shown this once."""
+
+    secret: str
+
+
+class DeliveryAttempt(Result):
+    """One POST of a delivery: its HTTP status (None: no answer), latency and error."""
+
+    attempt: int
+    attempted_at: str
+    status: int | None
+    latency_ms: float
+    error: str | None
+
+
+class Delivery(Result):
+    """One event to one endpoint, with every attempt."""
+
+    id: str
+    event_id: str
+    event_type: str
+    state: str
+    attempts: list[DeliveryAttempt]
+    next_attempt_at: str | None
+    created_at: str
+    finished_at: str | None
+
+
+class WebhookPing(Result):
+    """POST /v1/webhooks/{id}/test: the ping's event id and its first attempt."""
+
+    event_id: str
+    delivered: bool
+    attempt: DeliveryAttempt | None
+
+
+class SigningKey(Result):
+    """GET /v1/webhooks/signing-key: what every delivery's ML-DSA signature verifies under."""
+
+    algorithm: str
+    public_key: str
 
 
 class Page(msgspec.Struct, Generic[T]):

@@ -25,7 +25,15 @@ shared_softhsm_conf()  # at collection: before any app of this process opens Sof
 WATCH, KEYS, PQ_KEYS = "/v1/watchlist", "/v1/auth/api-keys", "/v1/keys"
 #: Every endpoint answering a list; a new one must be added here (and be paged).
 WALLETS = "/v1/watchlist/descriptors"
-LIST_ENDPOINTS = {WATCH, KEYS, PQ_KEYS, "/v1/keys/{id}/events", WALLETS}
+LIST_ENDPOINTS = {
+    WATCH,
+    KEYS,
+    PQ_KEYS,
+    "/v1/keys/{id}/events",
+    WALLETS,
+    "/v1/webhooks",
+    "/v1/webhooks/{webhook_id}/deliveries",
+}
 
 
 async def _page(client, path: str, headers: dict[str, str], **params) -> tuple[list[dict], str | None]:

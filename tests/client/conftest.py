@@ -10,8 +10,9 @@ from tests.custody.support import shared_softhsm_conf
 
 @pytest.fixture(scope="package")
 def server(anvil, tmp_path_factory):
-    """``qday serve`` on 127.0.0.1 with test-environment ethereum scans on the session anvil."""
+    """``qday serve`` on 127.0.0.1 with test-environment ethereum scans on the session anvil
+    (webhooks may go to a receiver on loopback)."""
     shared_softhsm_conf()
-    proc = start_server(tmp_path_factory.mktemp("client-server"), anvil)
+    proc = start_server(tmp_path_factory.mktemp("client-server"), anvil, QDAY_WEBHOOK_ALLOW_PRIVATE="true")
     yield proc
     proc.stop()

@@ -13,10 +13,17 @@ import pytest
 
 from qday_client import models
 
-ROUTE_MODULES = ("accounts", "attestations", "keys", "managed", "scans", "service")
+ROUTE_MODULES = ("accounts", "attestations", "keys", "managed", "scans", "service", "webhooks")
 #: Server response model name -> client result model.
 MIRRORS = {
     "HealthOut": models.Health,
+    "ReadyOut": models.Ready,
+    "WebhookOut": models.Webhook,
+    "WebhookWithSecretOut": models.WebhookWithSecret,
+    "AttemptOut": models.DeliveryAttempt,
+    "DeliveryOut": models.Delivery,
+    "TestSentOut": models.WebhookPing,
+    "SigningKeyOut": models.SigningKey,
     "AccountOut": models.Account,
     "LoginOut": models.Login,
     "SessionUser": models.SessionUser,

@@ -26,9 +26,12 @@ from qday_client import (
     keyfile,
     models,
     register_key,
+    verify_webhook,
 )
+from qday_client.errors import WebhookVerificationError
 from tests.client.support import PASSWORD, new_account
 from tests.custody.support import requires_softhsm
+from tests.webhook_receiver import WebhookReceiver
 
 
 @pytest.fixture
@@ -195,3 +198,30 @@ async def test_local_slh_dsa_key_registers_too(client):
         "bitcoin",
         keypair.public_key.hex(),
     )
+
+
+@requires_softhsm
+async def test_webhooks_through_the_sdk_and_a_delivery_verified_by_the_receiver(client):
+    assert (await client.ready()).status == "ready"
+    with WebhookReceiver() as receiver:
+        made = await client.create_webhook(receiver.url, ["key.exposed"], "desk")
+        assert made.secret.startswith("whsec_") and made.status == "enabled"
+        assert [w.id for w in await client.webhooks()] == [made.id]
+        signing = await client.webhook_signing_key()
+        ping = await client.test_webhook(made.id)
+        assert ping.delivered and ping.attempt is not None and ping.attempt.status == 200
+        (got,) = await receiver.arrived(1)
+        event = verify_webhook(got.body, got.headers, made.secret, signing.public_key)
+        assert (event.id, event.type, event.data) == (ping.event_id, "ping", {"webhookId": made.id})
+        with pytest.raises(WebhookVerificationError):
+            verify_webhook(got.body + b" ", got.headers, made.secret, signing.public_key)
+        rotated = await client.rotate_webhook_secret(made.id)
+        with pytest.raises(WebhookVerificationError):  # the old delivery was signed under the old secret only
+            verify_webhook(got.body, got.headers, rotated.secret, signing.public_key)
+        (delivery,) = await client.webhook_deliveries(made.id)
+        assert delivery.state == "delivered" and [a.status for a in delivery.attempts] == [200]
+        await client.delete_webhook(made.id)
+        assert await client.webhooks() == []
+        with pytest.raises(RequestError) as refused:
+            await client.create_webhook("ftp://127.0.0.1/x", ["key.exposed"])
+        assert refused.value.code == "REQ_001"

@@ -114,7 +114,9 @@ class Writer:
 @pytest.fixture
 async def store_app(tmp_path) -> AsyncIterator[tuple[Sanic, ManualClock, Writer, Path]]:
     """A running app on its own data directory, and a writer with a tenant and an ML-DSA key."""
-    settings = load_settings({}, data_dir=tmp_path, custody_backend="disabled", rate_limit_multiplier=1000)
+    settings = load_settings(
+        {}, data_dir=tmp_path, custody_backend="disabled", rate_limit_multiplier=1000, alert_poll_seconds=0
+    )
     clock = ManualClock()
     async with running_app(settings, clock) as app, client_for(app) as client:
         tenant = await make_tenant(client, ("secret_live",))

@@ -267,11 +267,13 @@ async def test_a_scan_lease_is_held_until_it_expires_or_is_released(database):
     store = SqlScanStore(database)
     ttl = timedelta(minutes=1)
     assert await store.take_lease("scan:0xa", "node_a", NOW, ttl) is None  # taken now
-    held = ScanLease("scan:0xa", "node_a", NOW, NOW + ttl)
-    assert await store.take_lease("scan:0xa", "node_a", NOW + timedelta(seconds=1), ttl) is None  # its own already
-    assert await store.lease("scan:0xa") == held  # and not extended by asking again
+    later = NOW + timedelta(seconds=1)
+    assert await store.take_lease("scan:0xa", "node_a", later, ttl) is None  # its own already
+    held = ScanLease("scan:0xa", "node_a", later, later + ttl)
+    assert await store.lease("scan:0xa") == held  # renewed by asking again (the alert follower's heartbeat)
     assert await store.take_lease("scan:0xa", "node_b", NOW + timedelta(seconds=30), ttl) == held
-    assert await store.take_lease("scan:0xa", "node_b", NOW + ttl, ttl) is None  # expired: taken over
+    assert await store.take_lease("scan:0xa", "node_b", NOW + ttl, ttl) == held  # not expired yet
+    assert await store.take_lease("scan:0xa", "node_b", later + ttl, ttl) is None  # expired: taken over
     lease = await store.lease("scan:0xa")
     assert lease is not None and lease.holder == "node_b"
     await store.release_lease("scan:0xa", "node_a")  # not node_a's any more: nothing

@@ -24,7 +24,7 @@ SQLITE_MIGRATIONS = "storage.migrations"
 POSTGRES_MIGRATIONS = "storage.migrations.postgres"
 TEMPLATE = "qday_schema_template"
 #: The PostgreSQL type of each SQLite (STRICT) column type.
-TYPES = {"TEXT": "text", "BLOB": "bytea", "INTEGER": "bigint"}
+TYPES = {"TEXT": "text", "BLOB": "bytea", "INTEGER": "bigint", "REAL": "double precision"}
 #: PostgreSQL only: TRUNCATE fires no row trigger, so the append-only tables refuse it too.
 TRUNCATE_GUARDS = {
     ("managed_key_events", "managed_key_events_no_truncate"),
