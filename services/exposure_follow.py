@@ -187,7 +187,7 @@ class ExposureFollower:
             if self._heads.get((environment, chain)) == head:
                 return None
             typed: list[Address] = [resolve_address(a, chain.value, environment) for a in addresses]
-            observations: list[Observation] = await client.observe(typed)
+            observations: list[Observation] = await client.observe(typed, with_keys=False)  # nonces suffice
         except ChainError as exc:
             log.warning("%s %s not followed this pass: %s", environment.value, chain.value, type(exc).__name__)
             return None

@@ -100,8 +100,11 @@ class EvmClient:
         self._recover_keys = recover_keys
         self._has_otterscan: bool | None = None
 
-    async def observe(self, addresses: Sequence[Address]) -> list[Observation]:
-        """Balance, nonce, code and exposure of each address (see the module docstring)."""
+    async def observe(self, addresses: Sequence[Address], *, with_keys: bool = True) -> list[Observation]:
+        """Balance, nonce, code and exposure of each address (see the module docstring).
+        ``with_keys=False`` skips recovering the public keys of signed accounts (two more
+        round trips, an Otterscan lookup per account): for a follower that needs only
+        whether a key is on chain, again and again."""
         accounts = typed_addresses(addresses, EvmAddress, self.chain)
         texts = ["0x" + a.payload.hex() for a in accounts]
         expected = self._expected_chain_id  # read before the await: concurrent calls may clear it
@@ -121,7 +124,11 @@ class EvmClient:
                 states.append(_state(*answers))
             except (AttributeError, TypeError, ValueError):
                 raise MalformedChainData(f"{label}: malformed balance/nonce/code of {text}: {answers!r:.200}") from None
-        signed = [i for i, (_, nonce, code) in enumerate(states) if nonce > 0 and (not code or is_delegation(code))]
+        signed = [
+            i
+            for i, (_, nonce, code) in enumerate(states)
+            if with_keys and nonce > 0 and (not code or is_delegation(code))
+        ]
         keys = dict(zip(signed, await self.public_keys([accounts[i] for i in signed]), strict=True))
         snapshot = Snapshot(self.chain, self.source, height, self.rpc.transport.timing.now())
         return [

@@ -104,6 +104,19 @@ async def test_first_send_flips_exposure_and_reveals_the_real_key(
     assert after.balance == balance and after.height == int(anvil.rpc("eth_blockNumber"), 16)
 
 
+async def test_a_follower_sees_the_exposure_without_recovering_keys(counted, anvil: Anvil) -> None:
+    client, counter = counted
+    accounts = [anvil.new_account() for _ in range(3)]
+    for account in accounts:
+        anvil.send(account, dict(EIP1559))
+    await observe_one(client, accounts[0])  # the chain id is checked on the first call
+    posts = counter.posts
+    seen = await client.observe([address(a) for a in accounts], with_keys=False)
+    assert counter.posts == posts + 1  # one batch: no Otterscan lookups, however many signed
+    assert all(o.exposure is Exposure.EXPOSED_AT_REST and o.public_key is None for o in seen)
+    assert all(o.public_key_exposed for o in seen)
+
+
 def set_code_tx(anvil: Anvil, sender: LocalAccount, authority: LocalAccount, delegate: str) -> dict[str, Any]:
     """A type-4 transaction from ``sender`` carrying ``authority``'s delegation to ``delegate``."""
     nonce = int(anvil.rpc("eth_getTransactionCount", authority.address, "latest"), 16)
