@@ -11,9 +11,9 @@ balance is its watched chain's own. What changed since the tenant's last seen st
 stored with its events (``key.exposed``, ``balance.changed``) in one transaction.
 
 The first sight of a watched address records it without an event: alerts report changes
-after an address is watched (the scan at watch time reports its state then). Bitcoin
-tips are followed by the Bitcoin follower (``services.bitcoin_follow``) for the exposure
-index; alerts from it come with the index, not here.
+after an address is watched (a scan reports its state then). Bitcoin tips are not followed
+here yet: Bitcoin addresses are alerted by the daily rescoring's diff
+(``services.daily_alerts``).
 """
 
 from __future__ import annotations
