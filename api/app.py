@@ -384,6 +384,7 @@ async def _open_chain_access(app: QdayApp) -> None:
         ctx.clock,
         ctx.deliverer.wake,
         settings.alert_poll_seconds,
+        ctx.scans.rescore,
     )
     ctx.aclosing.push_async_callback(ctx.follower.aclose)  # stops before the clients it uses close
     ctx.follower.start()

@@ -4,8 +4,9 @@
 - ``risk.changed`` when the W-level (``riskScore``) changed;
 - ``key.exposed`` when the key is on chain now and was not in the stored result, unless the
   chain-head follower already alerted it (it marks the tenant's ``alert_state``);
-- ``balance.changed`` when the balance at risk changed, for addresses the follower does not
-  follow (EVM balances are alerted at the block by the follower; Bitcoin's here).
+- ``balance.changed`` when the balance at risk changed, for addresses no follower follows
+  (EVM and Bitcoin balances are alerted at the block by the follower; Solana's, Cosmos's and
+  Tron's here).
 
 A tenant's first result for an address is the baseline: no event. ``data`` is the shape
 every address event has: ``{address, chain, before, after, exposureEvidence}``, ``before``

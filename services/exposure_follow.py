@@ -2,18 +2,27 @@
 block interval plus delivery (issue 19, detection).
 
 One node at a time follows (a lease in the store, renewed each pass; another node takes
-over within ``LEASE_TTL`` when it dies). Each pass, for each environment with watched EVM
-addresses, it asks each followed EVM chain for its head (one call); on a new head it
-observes every watched EVM address on that chain in batches (balance, nonce, code: the
-client's JSON-RPC batch). An EVM key is one key on every EVM chain, so a nonce above zero
-on any followed chain exposes the address wherever it is watched (its key family); a
-balance is its watched chain's own. What changed since the tenant's last seen state is
-stored with its events (``key.exposed``, ``balance.changed``) in one transaction.
+over within ``LEASE_TTL`` when it dies); a node with nothing followable watched only reads.
+Each pass, for each environment with watched addresses, it asks each followed chain for its
+head (one call: ``eth_blockNumber``, Esplora's ``/blocks/tip/height``); on a new head it
+observes the watched addresses of that chain:
 
-The first sight of a watched address records it without an event: alerts report changes
-after an address is watched (a scan reports its state then). Bitcoin tips are not followed
-here yet: Bitcoin addresses are alerted by the daily rescoring's diff
-(``services.daily_alerts``).
+- EVM: every watched EVM address on every followed EVM chain, in JSON-RPC batches (balance,
+  nonce, code). An EVM key is one key on every EVM chain, so a nonce above zero on any of
+  them exposes the address wherever it is watched (its key family).
+- Bitcoin: each watched Bitcoin address (Esplora's stats and history): a spend that showed
+  its key, an output type that holds it (P2PK, P2TR), or a history the server would not
+  serve in full (``UNDETERMINED``: reported exposed, failing closed).
+
+A balance is always its watched chain's own. What changed since the tenant's last seen state
+is stored with its events (``key.exposed``, ``balance.changed``) in one transaction, with the
+evidence the chain gave (transaction ids where it knows them).
+
+An address seen changed is then rescanned in the background (``Rescore``: its key family,
+price and score), stored with the result-over-result events of ``services.daily_alerts``:
+``risk.changed`` when its W-level moved. The first sight of a watched address records it
+without an event: alerts report changes after an address is watched (a scan reports its
+state then). The daily rescoring alerts what no follower follows.
 """
 
 from __future__ import annotations
@@ -23,41 +32,81 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from chains.clients.base import ChainClient
+from chains.clients.esplora import EsploraClient
 from chains.clients.evm import EvmClient
 from chains.codecs.address import Address
 from chains.environment import Environment
 from chains.errors import ChainError
+from chains.evidence import evidence_of
 from chains.observation import Observation
-from chains.registry import CHAINS, Chain
+from chains.registry import CHAINS, Chain, Family
 from core.clock import Clock
 from core.ids import new_id
 from scoring.result import format_amount
+from services.daily_alerts import daily_alerts
 from services.offload import stop_task
 from services.scans import resolve_address
 from services.webhooks import new_event
 from storage.sql_alert_state import AlertState, SqlAlertStateStore, Watcher
 from storage.sql_scans import SqlScanStore
-from storage.webhook_records import EventType, OutboxEvent
+from storage.webhook_records import EventType, OutboxEvent, ResultAlerts
 
 log = logging.getLogger("qday.alerts")
+
+#: The clients whose chains are followed (a head to ask, addresses to observe).
+Followable = EvmClient | EsploraClient
+
+#: Rescoring scans of changed addresses at once (each observes the key family and a price).
+RESCORE_CONCURRENCY = 4
+
+
+class Rescore(Protocol):
+    """A fresh scan of one watched address, stored with ``alerts``' events
+    (``services.scans.ScanService.rescore``)."""
+
+    async def __call__(
+        self, account_id: str, environment: Environment, chain: str, address: str, alerts: ResultAlerts
+    ) -> object:
+        """Scan and store; raises what a scan raises."""
+        ...
+
 
 #: The store lease only its holder follows heads under.
 LEASE_KEY = "alerts:chain-follower"
 #: How long the lease lasts unless renewed: another node takes over within this.
 LEASE_TTL = timedelta(seconds=10)
+#: How long stopping waits to give the lease back before leaving it to expire.
+RELEASE_SECONDS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
 class Seen:
-    """An address as one chain showed it at one height."""
+    """An address as one chain showed it at one height, with what showed its key."""
 
     chain: str
     height: int
     exposed: bool
     balance: int
+    evidence: tuple[dict[str, Any], ...] = ()
+
+
+def seen_of(observation: Observation, head: int) -> Seen:
+    """What follows from one observation: key on chain (failing closed on ``UNDETERMINED``),
+    balance, and the evidence, each item at its block height or else the height seen at."""
+    height = observation.height or head
+    evidence = tuple(e.to_dict() | {"blockHeight": e.block_height or height} for e in evidence_of(observation))
+    return Seen(observation.chain, height, observation.exposure.key_on_chain, observation.balance or 0, evidence)
+
+
+def shares_key(seen_on: str, watched_on: str) -> bool:
+    """Whether a key seen on chain ``seen_on`` is the key of an address watched on
+    ``watched_on``: on the same chain, or on two EVM chains (one key for all of them)."""
+    if seen_on == watched_on:
+        return True
+    return CHAINS[Chain(seen_on)].family is Family.EVM and CHAINS[Chain(watched_on)].family is Family.EVM
 
 
 def _side(state: AlertState) -> dict[str, Any]:
@@ -74,31 +123,31 @@ def changes(
     now: datetime,
 ) -> tuple[list[AlertState], list[OutboxEvent]]:
     """The new states of watched addresses and the events their changes raise: ``seen`` is
-    chain → lower-cased address → what that chain showed. A key on chain on any chain of
-    the family exposes the address everywhere; balances are the watched chain's."""
+    chain → watched address → what that chain showed. A key on chain on any chain of the
+    key family exposes the address everywhere; balances are the watched chain's."""
     states: list[AlertState] = []
     events: list[OutboxEvent] = []
     for watcher in watchers:
-        key = watcher.address.lower()
-        sightings = [chain_seen[key] for chain_seen in seen.values() if key in chain_seen]
-        own = seen.get(watcher.chain, {}).get(key)
+        address = watcher.address
+        sightings = [
+            by_address[address]
+            for chain, by_address in seen.items()
+            if address in by_address and shares_key(chain, watcher.chain)
+        ]
+        own = seen.get(watcher.chain, {}).get(address)
         before = last.get((watcher.account_id, watcher.chain, watcher.address))
-        if not sightings or (before is None and own is None):
-            continue
+        if own is not None:
+            balance, height = own.balance, own.height
+        elif before is not None and sightings:  # the watched chain did not answer: its last balance stands
+            balance, height = before.balance, before.block_height
+        else:
+            continue  # nothing seen, or a first sight without the watched chain's own balance
         revealing = [s for s in sightings if s.exposed]
         if before is not None and before.exposed:  # a key once on chain stays there
             exposed, evidence = True, before.evidence
         else:
             exposed = bool(revealing)
-            evidence = tuple(
-                {"chain": s.chain, "address": watcher.address, "kind": "nonce", "txid": None, "blockHeight": s.height}
-                for s in revealing
-            )
-        if own is not None:
-            balance, height = own.balance, own.height
-        else:  # the watched chain did not answer this pass: its last balance stands
-            assert before is not None
-            balance, height = before.balance, before.block_height
+            evidence = tuple(item for s in revealing for item in s.evidence)
         after = AlertState(watcher.account_id, watcher.chain, watcher.address, exposed, balance, evidence, height, now)
         if before is not None and (before.exposed, before.balance) == (after.exposed, after.balance):
             continue
@@ -120,7 +169,8 @@ def changes(
 
 
 class ExposureFollower:
-    """Follows EVM chain heads for watched addresses and raises alerts (see module doc)."""
+    """Follows EVM and Bitcoin chain heads for watched addresses and raises alerts (see
+    module doc)."""
 
     def __init__(
         self,
@@ -131,7 +181,11 @@ class ExposureFollower:
         clock: Clock,
         on_events: Callable[[], None],
         poll_seconds: float,
+        rescore: Rescore | None = None,
     ) -> None:
+        """``rescore`` (``ScanService.rescore``): a fresh scan of an address the follower saw
+        change, stored with the result-over-result events (``risk.changed`` at the block);
+        None: W-level changes are left to the daily rescoring."""
         self._alerts = alerts
         self._leases = leases
         self._clients = clients
@@ -140,34 +194,47 @@ class ExposureFollower:
         self._on_events = on_events
         self._poll = poll_seconds
         self._holder = new_id("follower")
+        self._holding = False
         self._heads: dict[tuple[Environment, Chain], int] = {}
         self._task: asyncio.Task[None] | None = None
+        self._rescore = rescore
+        self._rescoring: dict[tuple[Environment, str, str, str], asyncio.Task[None]] = {}
+        self._rescore_slots = asyncio.Semaphore(RESCORE_CONCURRENCY)
+
+    def _followed(self, environment: Environment) -> dict[Chain, Followable]:
+        return {c: client for c, client in self._clients[environment].items() if isinstance(client, Followable)}
 
     async def poll_once(self) -> int:
-        """One pass over every environment (nothing unless this node holds the lease); the
-        events raised."""
+        """One pass over every environment; the events raised. Nothing when no address of a
+        followed chain is watched (read only: an idle node writes nothing) or another node holds the lease."""
         now = self._clock.now()
+        chains = {e: [c.value for c in self._followed(e)] for e in Environment}
+        for environment, names in chains.items():
+            if await self._alerts.any_watched(environment, names):
+                break
+        else:
+            return 0
         if await self._leases.take_lease(LEASE_KEY, self._holder, now, LEASE_TTL) is not None:
             return 0  # another node follows
+        self._holding = True
         raised = 0
-        for environment in Environment:
-            raised += await self._follow(environment, now)
+        for environment, names in chains.items():
+            if watchers := await self._alerts.watchers(environment, names):
+                raised += await self._follow(environment, watchers, now)
         if raised:
             self._on_events()
         return raised
 
-    async def _follow(self, environment: Environment, now: datetime) -> int:
-        clients = {c: client for c, client in self._clients[environment].items() if isinstance(client, EvmClient)}
-        watchers = await self._alerts.watchers(environment, [c.value for c in clients])
-        if not watchers:
-            return 0
+    async def _follow(self, environment: Environment, watchers: Sequence[Watcher], now: datetime) -> int:
         watched_chains = {w.chain for w in watchers}
-        followed = [c for c in clients if c.value in self._family or c.value in watched_chains]
-        addresses = sorted({w.address for w in watchers})
+        evm_addresses = sorted({w.address for w in watchers if CHAINS[Chain(w.chain)].family is Family.EVM})
         seen: dict[str, dict[str, Seen]] = {}
-        for chain in followed:
-            found = await self._look(environment, chain, clients[chain], addresses)
-            if found is not None:
+        for chain, client in self._followed(environment).items():
+            if isinstance(client, EvmClient):  # every EVM address: a nonce here exposes it everywhere
+                addresses = evm_addresses if chain.value in self._family or chain.value in watched_chains else []
+            else:
+                addresses = sorted({w.address for w in watchers if w.chain == chain.value})
+            if addresses and (found := await self._look(environment, chain, client, addresses)) is not None:
                 seen[chain.value] = found
         if not seen:
             return 0
@@ -175,27 +242,53 @@ class ExposureFollower:
         states, events = changes(environment, watchers, last, seen, now)
         if states or events:
             await self._alerts.record(environment, states, events)
+        for state in states:
+            if (state.account_id, state.chain, state.address) in last:  # a change, not a first sight
+                self._rescore_later(environment, state)
         return len(events)
 
+    def _rescore_later(self, environment: Environment, state: AlertState) -> None:
+        """Rescore the changed address in the background (a scan with key recovery and
+        prices: never on the pass that follows the heads); once per address at a time."""
+        key = (environment, state.account_id, state.chain, state.address)
+        if self._rescore is None or key in self._rescoring:
+            return
+        task = asyncio.get_running_loop().create_task(self._rescore_one(self._rescore, environment, state))
+        self._rescoring[key] = task
+        task.add_done_callback(lambda _: self._rescoring.pop(key, None))
+
+    async def _rescore_one(self, rescore: Rescore, environment: Environment, state: AlertState) -> None:
+        async with self._rescore_slots:
+            try:
+                alerts = daily_alerts(self._clock.now)
+                await rescore(state.account_id, environment, state.chain, state.address, alerts)
+            except Exception as exc:  # noqa: BLE001 - the daily rescoring diffs it instead
+                log.warning("%s %s not rescored after a change: %s", environment.value, state.chain, type(exc).__name__)
+                return
+        self._on_events()
+
     async def _look(
-        self, environment: Environment, chain: Chain, client: EvmClient, addresses: Sequence[str]
+        self, environment: Environment, chain: Chain, client: Followable, addresses: Sequence[str]
     ) -> dict[str, Seen] | None:
         """What ``chain`` shows of ``addresses`` at a head newer than the last looked at
         (None: no new head, or the chain did not answer; looked at again next pass)."""
         try:
-            head = await client.head()
+            if isinstance(client, EvmClient):
+                head = await client.head()
+            else:
+                head = await client.tip_height()
             if self._heads.get((environment, chain)) == head:
                 return None
             typed: list[Address] = [resolve_address(a, chain.value, environment) for a in addresses]
-            observations: list[Observation] = await client.observe(typed, with_keys=False)  # nonces suffice
+            if isinstance(client, EvmClient):
+                observations = await client.observe(typed, with_keys=False)  # nonces suffice
+            else:
+                observations = await client.observe(typed)
         except ChainError as exc:
             log.warning("%s %s not followed this pass: %s", environment.value, chain.value, type(exc).__name__)
             return None
         self._heads[(environment, chain)] = head
-        return {
-            o.address.lower(): Seen(chain.value, o.height or head, o.exposure.key_on_chain, o.balance or 0)
-            for o in observations
-        }
+        return {address: seen_of(o, head) for address, o in zip(addresses, observations, strict=True)}
 
     def start(self) -> None:
         """Follow on the running event loop every ``poll_seconds`` (once; 0: never)."""
@@ -212,10 +305,14 @@ class ExposureFollower:
 
     async def aclose(self) -> None:
         """Stop following and give the lease back (another node takes over at once)."""
-        if self._task is not None:
-            await stop_task(self._task)
-            self._task = None
-            try:
-                await self._leases.release_lease(LEASE_KEY, self._holder)
-            except Exception as exc:  # noqa: BLE001 - it expires on its own
-                log.warning("chain-follower lease not released: %s", type(exc).__name__)
+        await stop_task(self._task)
+        self._task = None
+        for task in list(self._rescoring.values()):
+            await stop_task(task)
+        if not self._holding:
+            return
+        self._holding = False
+        try:  # bounded: with the store down, shutdown must not wait for its connection timeout
+            await asyncio.wait_for(self._leases.release_lease(LEASE_KEY, self._holder), RELEASE_SECONDS)
+        except Exception as exc:  # noqa: BLE001 - it expires on its own within LEASE_TTL
+            log.warning("chain-follower lease not released: %s", type(exc).__name__)

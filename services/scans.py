@@ -33,6 +33,7 @@ from services.pricing import ScanPrices
 from storage.models import Plan, ScanLease, ScanResult, WatchedAddress
 from storage.repository import ScanStore
 from storage.scan_records import scan_record
+from storage.webhook_records import ResultAlerts
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,16 +169,35 @@ class ScanService:
                 return ScanOutcome(result, cached=True)
             now = self._clock.now()  # it ended without one (the chain failed it): scan ourselves
         try:
-            observation, coverage = await self._observer.family(env, target)
-            if not observation.has_activity and not observation.evidence:
-                raise AddressNotFound(f"{text} has no activity on {chain_id.value}", chain=chain_id.value, address=text)
-            price = await self._prices.price(env, chain_id)
-            risk = score_observation(observation, price, self._readiness)
-            record = scan_record(observation, risk, principal.account.id, env, now, "api", coverage)
+            record = await self._fresh(principal.account.id, env, target, text, now)
             await self._store.save_results([record])
         finally:
             await self._store.release_lease(key, holder)
         return ScanOutcome(record, cached=False)
+
+    async def rescore(
+        self, account_id: str, environment: Environment, chain: str, address: str, alerts: ResultAlerts
+    ) -> ScanResult:
+        """A fresh scan of a watched address for its tenant, stored with the events ``alerts``
+        raises against the result it replaces: what the chain-head follower asks when it saw
+        the address change, so ``risk.changed`` leaves at the block rather than the next day."""
+        target, text = _scan_target(address, chain, environment)
+        record = await self._fresh(account_id, environment, target, text, self._clock.now())
+        await self._store.save_results([record], alerts)
+        return record
+
+    async def _fresh(
+        self, account_id: str, environment: Environment, target: Address, text: str, now: datetime
+    ) -> ScanResult:
+        """The address observed with its key family and scored now (SCAN_003 when neither
+        the address nor its key has left a trace)."""
+        chain = target.chain.value
+        observation, coverage = await self._observer.family(environment, target)
+        if not observation.has_activity and not observation.evidence:
+            raise AddressNotFound(f"{text} has no activity on {chain}", chain=chain, address=text)
+        price = await self._prices.price(environment, target.chain)
+        risk = score_observation(observation, price, self._readiness)
+        return scan_record(observation, risk, account_id, environment, now, "api", coverage)
 
     async def _result_of(
         self, held: ScanLease, account_id: str, env: Environment, chain: str, address: str

@@ -77,6 +77,11 @@ def _event_types(names: list[str]) -> tuple[EventType, ...]:
     return tuple(EventType(n) for n in names)
 
 
+def _no_webhook(webhook_id: str) -> NotFound:
+    """REQ_005 for an endpoint the caller does not have (its id cut to 40 characters)."""
+    return NotFound(f"no webhook {webhook_id[:40]}", id=webhook_id[:40])
+
+
 class WebhookService:
     """Endpoints, their secrets, test pings and delivery history, for the API."""
 
@@ -135,7 +140,7 @@ class WebhookService:
     async def _owned(self, principal: Principal, webhook_id: str) -> Webhook:
         webhook = await self._store.get(principal.account.id, environment_of(principal), webhook_id)
         if webhook is None:
-            raise NotFound(f"no webhook {webhook_id[:40]}", id=webhook_id[:40])
+            raise _no_webhook(webhook_id)
         return webhook
 
     async def get(self, principal: Principal, webhook_id: str) -> Webhook:
@@ -152,7 +157,7 @@ class WebhookService:
     async def delete(self, principal: Principal, webhook_id: str) -> None:
         """Delete an endpoint and its delivery history (REQ_005 when it is not theirs)."""
         if not await self._store.remove(principal.account.id, environment_of(principal), webhook_id):
-            raise NotFound(f"no webhook {webhook_id[:40]}", id=webhook_id[:40])
+            raise _no_webhook(webhook_id)
 
     async def rotate_secret(self, principal: Principal, webhook_id: str) -> WebhookWithSecret:
         """A new secret for the endpoint; the one it replaces signs too for 24 hours."""
@@ -168,14 +173,14 @@ class WebhookService:
             self._clock.now() + ROTATION_OVERLAP,
         )
         if rotated is None:  # deleted meanwhile
-            raise NotFound(f"no webhook {webhook_id[:40]}", id=webhook_id[:40])
+            raise _no_webhook(webhook_id)
         return WebhookWithSecret(rotated, secret)
 
     async def enable(self, principal: Principal, webhook_id: str) -> Webhook:
         """Turn a disabled endpoint back on (new events reach it again)."""
         enabled = await self._store.enable(principal.account.id, environment_of(principal), webhook_id)
         if enabled is None:
-            raise NotFound(f"no webhook {webhook_id[:40]}", id=webhook_id[:40])
+            raise _no_webhook(webhook_id)
         return enabled
 
     async def test(self, principal: Principal, webhook_id: str) -> TestSent:

@@ -44,6 +44,8 @@ CHANNEL = "qday_changes"
 _MIGRATION_LOCK = 0x71646179
 _TABLE_NAME = re.compile(r"[a-z_][a-z0-9_]*\Z")
 _RECONNECT_SECONDS = (0.1, 0.5, 1.0, 2.0, 5.0)
+#: How long closing waits for bookkeeping writes in flight before dropping them.
+BOOKKEEPING_SECONDS = 5.0
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -263,7 +265,8 @@ class PostgresDatabase:
 
     def submit(self, operation: Operation[Any]) -> None:
         """Run ``operation`` as a task of the running loop; nobody waits for it, and a
-        failure is logged. Pending ones finish before ``aclose`` releases the pool."""
+        failure is logged. Pending ones finish before ``aclose`` releases the pool (or are
+        dropped after ``BOOKKEEPING_SECONDS`` when the server does not answer)."""
         task = asyncio.get_running_loop().create_task(self._bookkeep(operation))
         self._bookkeeping.add(task)
         task.add_done_callback(self._bookkeeping.discard)
@@ -284,9 +287,15 @@ class PostgresDatabase:
                 await conn.execute(f"VACUUM {table}")
 
     async def aclose(self) -> None:
-        """Finish bookkeeping writes, stop listening, close the pool."""
+        """Finish bookkeeping writes (at most ``BOOKKEEPING_SECONDS``: with the server down
+        each would wait out the pool's timeout), stop listening, close the pool."""
         if self._bookkeeping:
-            await asyncio.gather(*self._bookkeeping, return_exceptions=True)
+            _, late = await asyncio.wait(set(self._bookkeeping), timeout=BOOKKEEPING_SECONDS)
+            for task in late:
+                task.cancel()
+            if late:
+                log.warning("%d bookkeeping writes not recorded: the server did not answer", len(late))
+                await asyncio.gather(*late, return_exceptions=True)
         await self._feed.aclose()
         await self._pool.close()
 

@@ -48,6 +48,17 @@ class SqlAlertStateStore:
     def __init__(self, db: Database) -> None:
         self._db = db
 
+    async def any_watched(self, environment: Environment, chains: Sequence[str]) -> bool:
+        """Whether anybody watches an address of ``environment`` on ``chains`` (one index
+        probe: what an idle node asks every poll instead of reading the watch list)."""
+        if not chains:
+            return False
+        row = await self._db.fetch_one(
+            f"SELECT 1 FROM watchlist WHERE chain IN ({', '.join('?' * len(chains))}) AND environment = ? LIMIT 1",
+            (*chains, environment.value),
+        )
+        return row is not None
+
     async def watchers(self, environment: Environment, chains: Sequence[str]) -> list[Watcher]:
         """Every watch-list entry of ``environment`` on ``chains``, all tenants."""
         if not chains:

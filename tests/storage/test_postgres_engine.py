@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from chains.environment import Environment
+from storage import postgres_db
 from storage.database import Database, Topic, Tx
 from storage.errors import StoreUnavailable
 from storage.models import ApiKey, KeyType, ManagedKeyState, WatchedAddress
@@ -145,6 +146,17 @@ async def test_a_failed_write_keeps_nothing_and_still_moves_the_writers_stamp(po
         assert await db.fetch_one("SELECT value FROM auth_generation") == (0,)
     finally:
         await db.aclose()
+
+
+async def test_closing_drops_a_bookkeeping_write_the_server_does_not_finish(postgres_url, monkeypatch, caplog):
+    """With the server gone, a bookkeeping write waits out the pool's timeout (30 s): closing
+    waits ``BOOKKEEPING_SECONDS`` for it, not that long (here a statement that never ends)."""
+    monkeypatch.setattr(postgres_db, "BOOKKEEPING_SECONDS", 0.2)
+    db = await PostgresDatabase.open(postgres_url, pool_size=2)
+    db.submit(lambda tx: tx.execute("SELECT pg_sleep(600)"))
+    await asyncio.sleep(0.1)  # the statement is on the server
+    await asyncio.wait_for(db.aclose(), LIMIT)
+    assert "1 bookkeeping writes not recorded" in caplog.text
 
 
 # ---- two nodes writing at once
