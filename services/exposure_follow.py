@@ -19,8 +19,9 @@ is stored with its events (``key.exposed``, ``balance.changed``) in one transact
 evidence the chain gave (transaction ids where it knows them).
 
 An address seen changed is then rescanned in the background (``Rescore``: its key family,
-price and score), stored with the result-over-result events of ``services.daily_alerts``:
-``risk.changed`` when its W-level moved. The first sight of a watched address records it
+price and score) for tenants with a webhook subscribed to ``risk.changed``, stored with the
+result-over-result events of ``services.daily_alerts``: ``risk.changed`` when its W-level
+moved. The first sight of a watched address records it
 without an event: alerts report changes after an address is watched (a scan reports its
 state then). The daily rescoring alerts what no follower follows.
 """
@@ -242,18 +243,21 @@ class ExposureFollower:
         states, events = changes(environment, watchers, last, seen, now)
         if states or events:
             await self._alerts.record(environment, states, events)
-        for state in states:
-            if (state.account_id, state.chain, state.address) in last:  # a change, not a first sight
-                self._rescore_later(environment, state)
+        changed = [s for s in states if (s.account_id, s.chain, s.address) in last]  # not first sights
+        if changed and self._rescore is not None:
+            listening = await self._alerts.listening(environment, EventType.RISK_CHANGED)
+            for state in changed:
+                if state.account_id in listening:
+                    self._rescore_later(self._rescore, environment, state)
         return len(events)
 
-    def _rescore_later(self, environment: Environment, state: AlertState) -> None:
+    def _rescore_later(self, rescore: Rescore, environment: Environment, state: AlertState) -> None:
         """Rescore the changed address in the background (a scan with key recovery and
         prices: never on the pass that follows the heads); once per address at a time."""
         key = (environment, state.account_id, state.chain, state.address)
-        if self._rescore is None or key in self._rescoring:
+        if key in self._rescoring:
             return
-        task = asyncio.get_running_loop().create_task(self._rescore_one(self._rescore, environment, state))
+        task = asyncio.get_running_loop().create_task(self._rescore_one(rescore, environment, state))
         self._rescoring[key] = task
         task.add_done_callback(lambda _: self._rescoring.pop(key, None))
 

@@ -15,7 +15,7 @@ from chains.environment import Environment
 from storage.database import Database, Tx
 from storage.sql import dt, ts
 from storage.sql_webhooks import add_event
-from storage.webhook_records import OutboxEvent
+from storage.webhook_records import EventType, OutboxEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,15 @@ class SqlAlertStateStore:
             (*chains, environment.value),
         )
         return row is not None
+
+    async def listening(self, environment: Environment, event_type: EventType) -> set[str]:
+        """The accounts of ``environment`` with an enabled webhook endpoint subscribed to
+        ``event_type`` (work only they would hear of is skipped for the others)."""
+        rows = await self._db.fetch_all(
+            "SELECT account_id, events FROM webhooks WHERE environment = ? AND disabled_at IS NULL",
+            (environment.value,),
+        )
+        return {account_id for account_id, events in rows if event_type.value in json.loads(events)}
 
     async def watchers(self, environment: Environment, chains: Sequence[str]) -> list[Watcher]:
         """Every watch-list entry of ``environment`` on ``chains``, all tenants."""

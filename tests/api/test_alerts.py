@@ -136,6 +136,10 @@ async def test_a_key_revealed_on_a_sibling_chain_is_alerted(
         deliveries = (await client.get("/v1/webhooks", headers=bystander.auth("secret_live"))).json()["data"]
         path = f"/v1/webhooks/{deliveries[0]['id']}/deliveries"
         assert (await client.get(path, headers=bystander.auth("secret_live"))).json()["data"] == []
+        stored = "SELECT count(*) FROM scan_results WHERE address = ?"
+        assert await app.ctx.database.fetch_one(stored, (holder.address,)) == (
+            0,
+        )  # nobody hears risk.changed: no rescan
 
 
 async def test_a_bitcoin_key_shown_by_a_spend_is_alerted_at_the_next_tip(
