@@ -12,11 +12,12 @@ DATA_DIR ?= $(or $(QDAY_DATA_DIR),var)
 PORT ?= $(or $(QDAY_PORT),8000)
 DAGSTER_PORT ?= $(or $(QDAY_DAGSTER_PORT),3000)
 
-.PHONY: install install-test run lint test bench lock clean
+.PHONY: install install-test run lint test bench lock clean screenshots
 
 include mk/anvil.mk
 include mk/softhsm.mk
 include mk/postgres.mk
+include mk/chromium.mk
 include mk/pipelines.mk
 include mk/fuzz.mk
 include mk/client.mk
@@ -42,12 +43,15 @@ install-test: $(VENV)/.installed-test
 run: install softhsm  ## start the API (127.0.0.1:PORT, 8000) and Dagster (127.0.0.1:DAGSTER_PORT, 3000) with data under DATA_DIR (var)
 	$(VENV)/bin/qday up --data-dir $(DATA_DIR) --port $(PORT) --dagster-port $(DAGSTER_PORT)
 
+screenshots: install-test chromium  ## every dashboard page at 1280 and 390 px -> var/screenshots/ (a server of its own)
+	$(PY) -m tests.dashboard.screenshots --out $(DATA_DIR)/screenshots
+
 lint: install-test  ## ruff (lint, import order, format check) and mypy, configured in pyproject.toml
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-test: install-test anvil softhsm-test-token postgres lint  ## the linters, then the whole suite
+test: install-test anvil softhsm-test-token postgres chromium lint  ## the linters, then the whole suite
 	$(SOFTHSM_TEST_ENV) $(PY) -m pytest $(PYTEST_ARGS)
 
 BENCH_ARGS ?=

@@ -22,6 +22,7 @@ from sanic.exceptions import SanicException
 
 from api.clientip import client_ip
 from api.context import AppContext, QdayApp, QdayRequest
+from api.dashboard.pages import dashboard
 from api.endpoints import Credential, Endpoint
 from api.envelope import ErrorBody, error_response
 from api.errors import ApiError, RateLimited, code_of, status_of
@@ -60,6 +61,7 @@ from services.observer import ChainObserver
 from services.operational import open_operational
 from services.outbound import new_client
 from services.passwords import Passwords
+from services.portfolio import PortfolioService
 from services.pq_keys import PqKeyService
 from services.pricing import ScanPrices
 from services.scans import ScanService
@@ -73,6 +75,7 @@ from storage.sql_accounts import SqlStore
 from storage.sql_alert_state import SqlAlertStateStore
 from storage.sql_attestations import SqlAttestationStore
 from storage.sql_managed_keys import SqlManagedKeyStore
+from storage.sql_portfolio import SqlPortfolio
 from storage.sql_scans import SqlScanStore
 from storage.sql_webhooks import SqlWebhookStore
 from storage.sql_window_counters import SqlWindowCounters
@@ -181,6 +184,13 @@ async def _count(request: QdayRequest, group: RateGroup, principal: Principal | 
     return await limiter.hit(buckets_for(group, ip, principal.rate_key if principal else None), limit, now)
 
 
+def _page_rate_group(request: QdayRequest) -> RateGroup:
+    """The rate group of a route outside the API (a dashboard page names its own, e.g. its
+    login form counts as ``auth``); PUBLIC otherwise."""
+    group = getattr(request.route.ctx, "rate_group", None) if request.route else None
+    return group if isinstance(group, RateGroup) else RateGroup.PUBLIC
+
+
 async def _on_request(request: QdayRequest) -> None:
     ctx = request.app.ctx
     request.ctx.request_id = new_id("req")
@@ -199,7 +209,7 @@ async def _on_request(request: QdayRequest) -> None:
             )
         except (ApiError, DomainError) as exc:
             auth_error = exc
-    group = endpoint.rate_group if endpoint else RateGroup.PUBLIC
+    group = endpoint.rate_group if endpoint else _page_rate_group(request)
     decision = await _count(request, group, principal, auth_failed=principal is None and auth_error is not None)
     request.ctx.rate = decision
     if not decision.allowed:
@@ -294,6 +304,8 @@ async def _open_resources(app: QdayApp) -> None:
         ctx.database = await open_operational(settings, group_commit=True)
         opened.push_async_callback(ctx.database.aclose)
         ctx.store = SqlStore(ctx.database)
+        ctx.portfolio = PortfolioService(SqlPortfolio(ctx.database))
+        ctx.csrf_key = secrets.csrf_key
         ctx.limiter = await _open_limiter(ctx, opened)
         ctx.probe_limiter = MemoryRateLimiter(settings.rate_window_seconds)
         ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
@@ -427,6 +439,7 @@ def create_app(settings: Settings, clock: Clock | None = None, passwords: Passwo
     app.config.REQUEST_TIMEOUT = settings.request_timeout_seconds  # from the first byte (api.protocol)
     for group in GROUPS:
         app.blueprint(group.blueprint)
+    app.blueprint(dashboard)
     app.on_request(_on_request)
     app.on_response(_on_response)
     app.error_handler.add(Exception, _on_error)

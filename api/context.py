@@ -34,6 +34,7 @@ from services.exposure_follow import ExposureFollower
 from services.key_scans import KeyScanService
 from services.migration_plans import MigrationPlanService
 from services.passwords import Passwords
+from services.portfolio import PortfolioService
 from services.pq_keys import PqKeyService
 from services.scans import ScanService
 from services.settings import Settings
@@ -78,6 +79,9 @@ class AppContext:
     migration_plans: MigrationPlanService
     descriptor_watch: DescriptorWatchService
     follower: ExposureFollower
+    portfolio: PortfolioService
+    #: Keys the dashboard's CSRF tokens to the session they are issued for.
+    csrf_key: bytes
 
     def __init__(
         self, settings: Settings, clock: Clock, passwords: Passwords, version: str, openapi_json: bytes, docs_html: str

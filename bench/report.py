@@ -47,6 +47,7 @@ BENCHES = (
     "bench_wallet",
     "bench_nodes",
     "bench_alerts",
+    "bench_dashboard",
 )
 _COMPARE = {">=": operator.ge, "<=": operator.le}
 

@@ -412,11 +412,12 @@ def fail_orphaned_runs(dagster_home: Path) -> list[str]:
     ``dagster_home`` that its storage says is starting, running or canceling while no
     process that wrote its events is alive: what stopping ``qday up`` (or a crash) during a
     run leaves behind. Runs of a live process (``make rescore`` on the same home) are kept.
-    Returns the run ids changed. Call it before the daemon starts."""
+    Returns the run ids changed. Call it before the daemon starts: opening the instance also
+    creates a new one's SQLite storages, once, so the daemon, the webserver and their code
+    servers starting together do not race to create them (Alembic then finds two version
+    heads and the daemon cannot load the code location)."""
     from dagster import DagsterInstance, DagsterRunStatus, RunsFilter
 
-    if not (dagster_home / "history" / "runs.db").is_file():
-        return []  # a new instance: no runs at all
     changed = []
     statuses = [DagsterRunStatus.STARTING, DagsterRunStatus.STARTED, DagsterRunStatus.CANCELING]
     with DagsterInstance.from_config(str(dagster_home)) as instance:

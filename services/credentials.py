@@ -38,6 +38,7 @@ class Secrets:
         self.session_key = hmac.new(master, b"qday/session-token/v1", hashlib.sha256).digest()
         self.challenge_key = hmac.new(master, b"qday/registration-challenge/v1", hashlib.sha256).digest()
         self.webhook_seal_key = hmac.new(master, b"qday/webhook-secret-seal/v1", hashlib.sha256).digest()
+        self.csrf_key = hmac.new(master, b"qday/dashboard-csrf/v1", hashlib.sha256).digest()
 
 
 def load_master_secret(configured_hex: str, secrets_dir: Path) -> bytes:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 
@@ -39,6 +40,19 @@ MISSING_ANVIL = f"anvil not found (set QDAY_ANVIL or run `make anvil`, which ins
 
 class RpcFailed(RuntimeError):
     """anvil answered a helper call with a JSON-RPC error."""
+
+
+def running_anvil(chain_id: int) -> Iterator[Anvil]:
+    """A fixture's body: one anvil node with ``chain_id`` while the fixture lasts (the test
+    skips when the binary is absent)."""
+    binary = anvil_binary()
+    if binary is None:
+        pytest.skip(MISSING_ANVIL)
+    node = Anvil(binary, chain_id=chain_id)
+    try:
+        yield node
+    finally:
+        node.stop()
 
 
 class Anvil:

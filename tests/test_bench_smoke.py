@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import bench_alerts, bench_bip32, bench_bitcoin_index, bench_rescore
+from bench import bench_alerts, bench_bip32, bench_bitcoin_index, bench_dashboard, bench_rescore
 from tests.anvil import MISSING_ANVIL, anvil_binary
 
 pytestmark = pytest.mark.slow
@@ -48,3 +48,10 @@ def test_the_alerts_bench_runs_end_to_end() -> None:
     assert latency.value > 0 and latency.ceiling == bench_alerts.POLL
     outbox = figures["outbox deliveries, burst of 10"]
     assert outbox.ratio is not None and outbox.ratio > 0 and outbox.target == bench_alerts.THROUGHPUT_TARGET
+
+
+def test_the_dashboard_bench_runs() -> None:
+    figures = {f.name: f for f in bench_dashboard.measure(addresses=30, rounds=1)}
+    page = figures["portfolio page server time, 30 watched"]
+    assert page.value > 0 and page.target == bench_dashboard.TARGET_SECONDS
+    assert figures["portfolio page over reading every result row, 30 watched"].ratio is not None

@@ -263,6 +263,8 @@ def test_runs_left_started_by_a_stopped_stack_are_failed_when_it_starts(tmp_path
     from cli.supervisor import _fail_orphans_in_child, fail_orphaned_runs, prepare_dagster_home
 
     home = prepare_dagster_home(tmp_path / "data")
+    assert fail_orphaned_runs(home) == []  # a new instance: its storages made, one process at a time
+    assert (home / "history" / "runs.db").is_file() and (home / "schedules" / "schedules.db").is_file()
     workers = []
     try:
         for name in ("killed", "running"):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from sanic import HTTPResponse
 
-from api.context import QdayRequest
+from api.context import AppContext, QdayRequest
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import PAGED, no_content, ok, ok_page, requested_page
 from api.models.accounts import (
@@ -61,11 +63,27 @@ def _key_out(k: ApiKey) -> ApiKeyOut:
 )
 async def register(request: QdayRequest, body: RegisterRequest) -> HTTPResponse:
     """Create an account; the password is stored only as an argon2id hash."""
-    ctx = request.app.ctx
-    ctx.passwords.check_policy(body.password)
-    password_hash = await run_blocking(ctx.executor, ctx.passwords.hash, body.password)
-    account = await ctx.accounts.register(body.email, body.name, password_hash)
+    account = await register_account(request.app.ctx, body.email, body.name, body.password)
     return ok(request, _account_out(account), status=201)
+
+
+async def register_account(ctx: AppContext, email: str, name: str | None, password: str) -> Account:
+    """Create an account (the password policy checked, hashed with argon2id off the event
+    loop): what the API and the dashboard's form both do."""
+    ctx.passwords.check_policy(password)
+    password_hash = await run_blocking(ctx.executor, ctx.passwords.hash, password)
+    return await ctx.accounts.register(email, name, password_hash)
+
+
+async def log_in(ctx: AppContext, email: str, password: str) -> tuple[Account, str, datetime]:
+    """The account and a new session token with its expiry; ACC_002 for a wrong password
+    or an unknown email alike (both verify a hash, so both take the same time)."""
+    account, stored_hash = await ctx.accounts.stored_password_hash(email)
+    valid = await run_blocking(ctx.executor, ctx.passwords.verify, stored_hash, password)
+    if not valid or account is None:
+        raise InvalidLogin("invalid email or password")
+    token, expires = ctx.accounts.issue_session(account)
+    return account, token, expires
 
 
 @group.route(
@@ -81,13 +99,8 @@ async def register(request: QdayRequest, body: RegisterRequest) -> HTTPResponse:
     description="Wrong password and unknown email give the same error and take the same time.",
 )
 async def login(request: QdayRequest, body: LoginRequest) -> HTTPResponse:
-    """A session token for the dashboard and the key-management endpoints."""
-    ctx = request.app.ctx
-    account, stored_hash = await ctx.accounts.stored_password_hash(body.email)
-    valid = await run_blocking(ctx.executor, ctx.passwords.verify, stored_hash, body.password)
-    if not valid or account is None:
-        raise InvalidLogin("invalid email or password")
-    token, expires = ctx.accounts.issue_session(account)
+    """A session token for the key-management endpoints."""
+    account, token, expires = await log_in(request.app.ctx, body.email, body.password)
     user = SessionUser(id=account.id, email=account.email, plan=account.plan.value)
     return ok(request, LoginOut(token=token, expires_at=iso(expires), user=user))
 

@@ -84,15 +84,21 @@ async def docs_page(request: QdayRequest) -> HTTPResponse:
     return HTTPResponse(request.app.ctx.docs_html, content_type="text/html; charset=utf-8")
 
 
-def home_page(version: str, dagster_url: str) -> str:
-    """The page at ``/`` and ``/v1``: what this is and where to go (no external resources)."""
-    links = [
+def home_links(dagster_url: str) -> list[tuple[str, str, str]]:
+    """Where a person goes from the home page and the dashboard's login page: (address,
+    name, what it is)."""
+    return [
         ("/docs", "API documentation", "every endpoint, model and error code"),
         ("/v1/openapi.json", "OpenAPI document", "for code generators and API tools"),
         ("/v1/health", "Health", "liveness and version"),
         ("/v1/ready", "Readiness", "whether this node's store takes reads and writes"),
         (dagster_url, "Dagster UI", "pipelines, risk tables and runs (when started with qday up)"),
     ]
+
+
+def home_page(version: str, dagster_url: str) -> str:
+    """The page at ``/v1``: what this is and where to go (no external resources)."""
+    links = home_links(dagster_url)
     items = "".join(
         f'<li><a href="{html.escape(href)}">{html.escape(name)}</a>: {html.escape(what)}</li>'
         for href, name, what in links
@@ -121,13 +127,7 @@ _HOME = {
 }
 
 
-@docs_group.route("GET", "/", **_HOME)  # type: ignore[arg-type]
-async def home(request: QdayRequest) -> HTTPResponse:
-    """The home page, for a person who opens the service's address in a browser."""
-    return _home(request)
-
-
 @docs_group.route("GET", "/v1", **_HOME)  # type: ignore[arg-type]
 async def home_v1(request: QdayRequest) -> HTTPResponse:
-    """The same page at the API's base path."""
+    """The home page at the API's base path (``/`` is the dashboard's, with the same links)."""
     return _home(request)

@@ -17,7 +17,7 @@ from chains.environment import Environment
 from services.settings import load_settings
 from storage.models import Plan
 from storage.sql_scans import SqlScanStore
-from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary, free_port
+from tests.anvil import free_port, running_anvil
 from tests.api.test_envelope import assert_error, assert_meta
 from tests.support import ManualClock, client_for, engine_env, make_tenant, running_app
 
@@ -26,12 +26,7 @@ SCAN = "/v1/scan/wallet"
 
 @pytest.fixture(scope="module")
 def anvil():
-    binary = anvil_binary()
-    if binary is None:
-        pytest.skip(MISSING_ANVIL)
-    node = Anvil(binary, chain_id=1)
-    yield node
-    node.stop()
+    yield from running_anvil(1)
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from pipelines.resources import EndpointChainDataResource, OraclePriceResource
 from scoring import PriceQuote, load_readiness, score_observation
 from services.observer import limits_of
 from storage.scan_records import scan_record
-from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary, assemble, free_port
+from tests.anvil import Anvil, assemble, free_port, running_anvil
 from tests.chain_clients.test_prices import deploy_feed, feed_address
 from tests.pipelines.support import DataDir, ThreadedLoopback, evm_address, partition
 
@@ -72,12 +72,7 @@ def anvil() -> Iterator[Anvil]:
     """A node under Ethereum's own chain id (1), standing in for mainnet: its Chainlink feed
     prices the live environment (a node under another chain id is a local network whose
     coins have no USD value, ``EnvironmentEndpoints.has_market_value``)."""
-    binary = anvil_binary()
-    if binary is None:
-        pytest.skip(MISSING_ANVIL)
-    node = Anvil(binary, chain_id=1)
-    yield node
-    node.stop()
+    yield from running_anvil(1)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,89 @@
+"""The dashboard in a real browser (Debian's Chromium, Playwright) against ``qday serve`` on
+127.0.0.1 and an anvil node as ethereum: register with the form, watch an address whose key
+a transaction revealed, see it scored with its W-level and its evidence, a chart drawn, no
+page or console error, and no request leaving the origin; the same at phone width; the
+keyboard reaches the skip link first."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser
+
+from core.ids import new_id
+from tests.anvil import Anvil, running_anvil
+from tests.dashboard.browser import CHROMIUM, DESKTOP, MISSING_CHROMIUM, PHONE, chromium, register, watch, watched_page
+from tests.dashboard.screenshots import take
+from tests.support import ServerProcess
+
+PASSWORD = "correct horse battery staple"
+TRANSFER = {"value": 10**15, "gas": 21000, "maxFeePerGas": 10**10, "maxPriorityFeePerGas": 10**9}
+
+
+@pytest.fixture(scope="module")
+def ethereum() -> Iterator[Anvil]:
+    """An anvil node with ethereum's chain id (the client checks it)."""
+    yield from running_anvil(1)
+
+
+@pytest.fixture(scope="module")
+def server(ethereum: Anvil, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess(
+        tmp_path_factory.mktemp("dashboard"),
+        env={"QDAY_ETHEREUM_RPC_URL": ethereum.url, "QDAY_FAMILY_CHAINS": "ethereum"},
+    )
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists():
+        pytest.skip(MISSING_CHROMIUM)
+    with chromium() as b:
+        yield b
+
+
+def test_a_watched_address_is_scored_and_charted_without_leaving_the_origin(
+    server: ServerProcess, browser: Browser, ethereum: Anvil
+) -> None:
+    holder = ethereum.new_account()
+    ethereum.send(holder, {"to": ethereum.new_account(0).address, **TRANSFER})  # a signature: its key is on chain
+    origin = server.base_url
+    with watched_page(browser, origin, DESKTOP) as (page, seen):
+        register(page, origin, f"{new_id('b')}@example.com", PASSWORD)
+        watch(page, holder.address, "ethereum")
+        row = page.locator("#addresses tbody tr").first
+        assert re.fullmatch(r"W[1-4]", row.locator(".badge").inner_text())
+        text = row.inner_text()
+        assert holder.address[:8] in text and "exposed" in text and "nonce on ethereum" in text
+        bars = page.locator("#chart-levels rect.bar")
+        assert bars.count() == 1 and (bars.first.bounding_box() or {}).get("width", 0) > 0
+        assert page.locator("#chart-balance").is_visible()
+        assert seen.errors == [] and seen.foreign == []
+        assert any(url.endswith("/static/qday.css") for url in seen.requests)  # the stylesheet loaded
+
+
+def test_the_portfolio_fits_a_phone_and_the_keyboard_starts_at_the_skip_link(
+    server: ServerProcess, browser: Browser
+) -> None:
+    origin = server.base_url
+    with watched_page(browser, origin, PHONE) as (page, seen):
+        register(page, origin, f"{new_id('p')}@example.com", PASSWORD)
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"], f"the page is {width} px wide on a {PHONE['width']} px screen"
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+        assert seen.errors == [] and seen.foreign == []
+
+
+def test_make_screenshots_saves_every_page_at_both_widths(
+    server: ServerProcess, browser: Browser, tmp_path: Path
+) -> None:
+    saved = take(browser, server.base_url, tmp_path)
+    names = sorted(p.name for p in saved)
+    assert names == sorted(f"{page}-{width}.png" for page in ("login", "portfolio") for width in ("1280", "390"))
+    assert all(p.stat().st_size > 5_000 for p in saved)  # a rendered page, not a blank one
