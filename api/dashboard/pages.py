@@ -210,7 +210,7 @@ def _cells_charts(portfolio: Portfolio) -> tuple[Any, Any]:
     distribution = bar_chart(
         "chart-levels",
         "Watched addresses by W-level",
-        [Bar(_LEVEL_NAMES[level], [Segment(level, count, f"level-{level}")]) for level, count in by_level.items()],
+        [Bar(_LEVEL_NAMES.get(level, level), [Segment(level, n, f"level-{level}")]) for level, n in by_level.items()],
         "count",
     )
     return at_risk, distribution
