@@ -85,9 +85,9 @@ RELEASE_SECONDS = 2.0
 
 @dataclass(frozen=True, slots=True)
 class Seen:
-    """An address as one chain showed it at one height, with what showed its key."""
+    """An address as one chain showed it at one height, with what showed its key (the
+    chain is the key it is filed under in ``changes``' ``seen``)."""
 
-    chain: str
     height: int
     exposed: bool
     balance: int
@@ -99,7 +99,7 @@ def seen_of(observation: Observation, head: int) -> Seen:
     balance, and the evidence, each item at its block height or else the height seen at."""
     height = observation.height or head
     evidence = tuple(e.to_dict() | {"blockHeight": e.block_height or height} for e in evidence_of(observation))
-    return Seen(observation.chain, height, observation.exposure.key_on_chain, observation.balance or 0, evidence)
+    return Seen(height, observation.exposure.key_on_chain, observation.balance or 0, evidence)
 
 
 def shares_key(seen_on: str, watched_on: str) -> bool:

@@ -219,7 +219,6 @@ def _cells_charts(portfolio: Portfolio) -> tuple[Any, Any]:
 def _row_view(row: PortfolioRow) -> dict[str, Any]:
     result = msgspec.json.decode(row.result) if row.result else {}
     return {
-        "id": row.id,
         "chain": row.chain,
         "address": row.address,
         "label": row.label,
@@ -228,7 +227,6 @@ def _row_view(row: PortfolioRow) -> dict[str, Any]:
         "balance": result.get("balanceAtRisk"),
         "usd": result.get("balanceAtRiskUsd"),
         "evidence": result.get("exposureEvidence") or [],
-        "scanned_at": row.scanned_at,
     }
 
 

@@ -118,18 +118,20 @@ async def test_login_logout_and_wrong_passwords(app: Any, signed_in: tuple[httpx
     assert r.status_code == 400 and "at least 12 characters" in r.text
 
 
-async def _watched(app: Any, account_id: str, n: int) -> None:
+async def _watched(app: Any, account_id: str, entries: list[tuple[str, str, str | None]]) -> None:
+    """Watch (chain, address, label) entries in the live environment, one microsecond apart
+    (their watch order)."""
     store = SqlScanStore(app.ctx.database)
     now = app.ctx.clock.now()
-    for i in range(n):
+    for i, (chain, address, label) in enumerate(entries):
         at = now + timedelta(microseconds=i)
-        entry = WatchedAddress(new_id("w"), account_id, Environment.LIVE, "ethereum", f"0x{i + 1:040x}", None, at)
+        entry = WatchedAddress(new_id("w"), account_id, Environment.LIVE, chain, address, label, at)
         assert await store.watch(entry) is not None
 
 
 async def test_the_portfolio_pages_filters_and_exports(app: Any, client: httpx.AsyncClient) -> None:
     tenant = await make_tenant(client)
-    await _watched(app, tenant.account_id, PAGE_SIZE + 5)
+    await _watched(app, tenant.account_id, [("ethereum", f"0x{i + 1:040x}", None) for i in range(PAGE_SIZE + 5)])
     async with browser(app) as b:
         assert (await b.post("/login", data={"email": tenant.email, "password": tenant.password})).status_code == 303
         first = await b.get("/portfolio")
@@ -168,11 +170,7 @@ async def test_aggregates_by_chain_and_level_are_summed_in_the_store(app: Any, c
         ("ethereum", "0x" + "a2" * 20, "W3", "0.25 ETH", 750.0),
         ("bitcoin", "bc1qthklh702txwafc72d2qtxv7ywt7sk0mfy3mw6y", "W1", "0.003 BTC", 270.5),
     ]
-    for i, (chain, address, *_) in enumerate(watched):
-        at = now + timedelta(microseconds=i)
-        assert await store.watch(
-            WatchedAddress(new_id("w"), tenant.account_id, Environment.LIVE, chain, address, None, at)
-        )
+    await _watched(app, tenant.account_id, [(chain, address, None) for chain, address, *_ in watched])
     await store.save_results([_scored(tenant.account_id, c, a, lv, b, u, now) for c, a, lv, b, u in watched])
     cells = await app.ctx.portfolio.overview(
         tenant.account_id, Environment.LIVE, portfolio_filter(None, None), PageRequest(10)
@@ -193,12 +191,8 @@ async def test_aggregates_by_chain_and_level_are_summed_in_the_store(app: Any, c
 
 async def test_exported_labels_cannot_run_as_spreadsheet_formulas(app: Any, client: httpx.AsyncClient) -> None:
     tenant = await make_tenant(client)
-    store = SqlScanStore(app.ctx.database)
     label = '=HYPERLINK("http://evil.example","x")'
-    entry = WatchedAddress(
-        new_id("w"), tenant.account_id, Environment.LIVE, "ethereum", "0x" + "b1" * 20, label, app.ctx.clock.now()
-    )
-    assert await store.watch(entry) is not None
+    await _watched(app, tenant.account_id, [("ethereum", "0x" + "b1" * 20, label)])
     async with browser(app) as b:
         assert (await b.post("/login", data={"email": tenant.email, "password": tenant.password})).status_code == 303
         rows = list(csv.reader(io.StringIO((await b.get("/portfolio.csv")).text)))
