@@ -43,8 +43,8 @@ install-test: $(VENV)/.installed-test
 run: install softhsm  ## start the API (127.0.0.1:PORT, 8000) and Dagster (127.0.0.1:DAGSTER_PORT, 3000) with data under DATA_DIR (var)
 	$(VENV)/bin/qday up --data-dir $(DATA_DIR) --port $(PORT) --dagster-port $(DAGSTER_PORT)
 
-screenshots: install-test chromium  ## every dashboard page at 1280 and 390 px -> var/screenshots/ (a server of its own)
-	$(PY) -m tests.dashboard.screenshots --out $(DATA_DIR)/screenshots
+screenshots: install-test anvil softhsm-test-token chromium  ## every dashboard page at 1280 and 390 px -> var/screenshots/ (a server and an anvil of their own)
+	$(SOFTHSM_TEST_ENV) $(PY) -m tests.dashboard.screenshots --out $(DATA_DIR)/screenshots
 
 lint: install-test  ## ruff (lint, import order, format check) and mypy, configured in pyproject.toml
 	$(VENV)/bin/ruff check .

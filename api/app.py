@@ -22,7 +22,7 @@ from sanic.exceptions import SanicException
 
 from api.clientip import client_ip
 from api.context import AppContext, QdayApp, QdayRequest
-from api.dashboard.pages import dashboard
+from api.dashboard import dashboard
 from api.endpoints import Credential, Endpoint
 from api.envelope import ErrorBody, error_response
 from api.errors import ApiError, RateLimited, code_of, status_of
@@ -45,6 +45,7 @@ from core.clock import Clock, SystemClock
 from core.errors import DomainError
 from core.ids import new_id
 from services.accounts import AccountService, Principal
+from services.address_detail import AddressDetailService
 from services.attestations import AttestationService
 from services.credentials import ApiKeyCodec, Secrets, SessionCodec, load_master_secret
 from services.custody.factory import open_managed_custody
@@ -71,7 +72,9 @@ from services.webhook_signing import WebhookSigner
 from services.webhooks import WebhookService
 from storage.bitcoin_index import BitcoinIndexStore
 from storage.models import Plan
+from storage.risk_history import RiskHistory
 from storage.sql_accounts import SqlStore
+from storage.sql_address_detail import SqlAddressDetail
 from storage.sql_alert_state import SqlAlertStateStore
 from storage.sql_attestations import SqlAttestationStore
 from storage.sql_managed_keys import SqlManagedKeyStore
@@ -309,6 +312,11 @@ async def _open_resources(app: QdayApp) -> None:
         ctx.limiter = await _open_limiter(ctx, opened)
         ctx.probe_limiter = MemoryRateLimiter(settings.rate_window_seconds)
         ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
+        history = RiskHistory(settings.analytics_dir)
+        opened.callback(history.close)
+        ctx.address_detail = AddressDetailService(
+            SqlScanStore(ctx.database), SqlAddressDetail(ctx.database), history, ctx.executor, ctx.clock
+        )
         ctx.accounts = AccountService(
             ctx.store,
             ApiKeyCodec(settings.key_token, secrets.key_hash_key),

@@ -24,6 +24,7 @@ from chains.environment import Environment
 from chains.registry import Chain
 from core.clock import Clock
 from services.accounts import AccountService, Principal
+from services.address_detail import AddressDetailService
 from services.attestations import AttestationService
 from services.custody.lifecycle import ManagedCustodyService
 from services.custody.purge import PurgeLoop
@@ -80,6 +81,7 @@ class AppContext:
     descriptor_watch: DescriptorWatchService
     follower: ExposureFollower
     portfolio: PortfolioService
+    address_detail: AddressDetailService
     #: Keys the dashboard's CSRF tokens to the session they are issued for.
     csrf_key: bytes
 

@@ -43,7 +43,13 @@ def decode_body(request: QdayRequest, model: type[T]) -> T:
     content_type = (request.headers.get("content-type") or "").split(";")[0].strip().lower()
     if content_type != "application/json":
         raise ApiError("REQ_003", "Content-Type must be application/json", received=content_type or None)
-    body = request.body or b""
+    return decode_json(request.body or b"", model)
+
+
+def decode_json(body: bytes, model: type[T]) -> T:
+    """JSON text decoded into ``model`` with the API's own refusals (``REQ_002`` when empty
+    or not JSON, ``REQ_001`` naming the field that does not fit): for a request body and for
+    JSON pasted into a dashboard form alike."""
     if not body.strip():
         raise ApiError("REQ_002", "request body is empty; a JSON object is required")
     try:

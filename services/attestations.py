@@ -15,6 +15,7 @@ from core.clock import Clock
 from core.ids import new_id
 from services.accounts import Principal, environment_of
 from services.errors import KeyNotRegistered, NotFound, StatementInvalid, StatementUsed
+from services.pagination import Page, PageRequest, keyset_after, keyset_cursor, page_of
 from services.signers import ClaimedSigner, ecdsa_signer
 from services.statements import (
     attestation_statement,
@@ -25,6 +26,8 @@ from storage.repository import AttestationStore
 
 #: Hybrid attestations pair ECDSA with ML-DSA (the spec's list).
 HYBRID_ALGORITHMS = (pqc.Algorithm.ML_DSA_44, pqc.Algorithm.ML_DSA_65, pqc.Algorithm.ML_DSA_87)
+#: The tag of attestation list cursors (``services.pagination``).
+ATTESTATION_PAGES = "a"
 
 
 def hybrid_algorithm(name: str) -> pqc.Algorithm:
@@ -215,3 +218,12 @@ class AttestationService:
                 field="attestationId",
             )
         return found
+
+    async def list_attestations(self, principal: Principal, page: PageRequest | None = None) -> Page[Attestation]:
+        """A page of the caller's attestations in its environment, oldest first."""
+        page = page or PageRequest()
+        after = keyset_after(ATTESTATION_PAGES, page.cursor)
+        rows = await self._store.list_attestations(
+            principal.account.id, environment_of(principal), after, page.limit + 1
+        )
+        return page_of(rows, page.limit, lambda a: keyset_cursor(ATTESTATION_PAGES, a.created_at, a.id))

@@ -31,8 +31,10 @@ from scoring.model import RISK_BANDS, SCORING_VERSION
 from scoring.readiness import ReadinessData
 from scoring.records import scored_scan
 from services.accounts import Principal, environment_of
+from services.errors import NotFound
 from services.exposure_index import IndexAnswer, with_index
 from services.observer import ChainObserver
+from services.pagination import Page, PageRequest, id_after, id_cursor, page_of
 from services.pricing import ScanPrices
 from storage.models import KeyScanResult
 from storage.repository import ScanStore
@@ -45,6 +47,10 @@ BITCOIN_SCRIPT_LIMIT = (
 )
 
 _DECODER = msgspec.json.Decoder()
+#: The tag of stored key-scan cursors (``services.pagination``).
+KEY_PAGES = "ks"
+#: The most sets of chains one key's stored scans are read for (a scan of all chains, and subsets).
+_CHAIN_SETS = 50
 _ENCODER = msgspec.json.Encoder()
 
 
@@ -110,6 +116,27 @@ class KeyScanService:
         result = _ENCODER.encode(body).decode()
         await self._store.save_key_result(KeyScanResult(principal.account.id, env, subject, result, data_as_of, now))
         return KeyScanOutcome(result, cached=False)
+
+    async def scanned(self, principal: Principal, page: PageRequest) -> Page[KeyScanResult]:
+        """A page of the caller's stored key scans under today's scoring rules, in key order
+        (older rules' results are never shown: they would not answer a scan either)."""
+        after = id_after(KEY_PAGES, page.cursor)
+        rows = await self._store.key_results(
+            principal.account.id, environment_of(principal), _subjects(f"{SCORING_VERSION}:"), after, page.limit + 1
+        )
+        return page_of(rows, page.limit, lambda r: id_cursor(KEY_PAGES, r.subject))
+
+    async def results_of(self, principal: Principal, public_key: str) -> list[KeyScanResult]:
+        """The caller's stored scans of one key (hex, any encoding) under today's rules, one per
+        set of chains asked for; ``NotFound`` (REQ_005) when it was never scanned."""
+        key = parse_public_key(decode_hex(public_key, field="publicKey"))
+        prefix = f"{SCORING_VERSION}:{key.compressed.hex()}/"
+        rows = await self._store.key_results(
+            principal.account.id, environment_of(principal), _subjects(prefix), None, _CHAIN_SETS
+        )
+        if not rows:
+            raise NotFound(f"no scan of key {key.compressed.hex()[:16]}…", id=key.compressed.hex())
+        return rows
 
     async def _observe(self, env: Environment, places: Sequence[KeyAddress]) -> list[_Form]:
         """Every form observed, one bounded fetch per chain (and one for P2PK scripts)."""
@@ -213,3 +240,8 @@ class KeyScanService:
     async def _prices_for(self, env: Environment, chains: set[Chain]) -> dict[Chain, Price]:
         found = await asyncio.gather(*(self._prices.price(env, chain) for chain in chains))
         return {chain: p for chain, p in zip(chains, found, strict=True) if p is not None}
+
+
+def _subjects(prefix: str) -> tuple[str, str]:
+    """The subject range ``[prefix, next)`` holding every subject that starts with ``prefix``."""
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)

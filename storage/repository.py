@@ -126,6 +126,12 @@ class AttestationStore(Protocol):
     ) -> Attestation | None:
         """One of the account's attestations in this environment."""
 
+    async def list_attestations(
+        self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
+    ) -> list[Attestation]:
+        """The account's attestations in one environment, oldest first; after the
+        (created_at, id) position ``after``, at most ``limit`` (None: all)."""
+
 
 class ScanStore(Protocol):
     """Watch lists and latest scan results, scoped by account and environment."""
@@ -178,6 +184,12 @@ class ScanStore(Protocol):
     async def latest_key_result(self, account_id: str, environment: Environment, subject: str) -> KeyScanResult | None:
         """The latest stored key-scan result for one subject (key and chains), if any."""
 
+    async def key_results(
+        self, account_id: str, environment: Environment, subjects: tuple[str, str], after: str | None, limit: int
+    ) -> list[KeyScanResult]:
+        """Stored key-scan results whose subject is in ``[low, high)`` (``subjects``), in
+        subject order after the subject ``after``, at most ``limit``."""
+
     async def save_key_result(self, result: KeyScanResult) -> None:
         """Insert or replace a key-scan result (durable when this returns)."""
 
@@ -193,6 +205,12 @@ class ManagedKeyStore(Protocol):
 
     async def get(self, account_id: str, environment: Environment, key_id: str) -> ManagedKey | None:
         """One of the account's managed keys in this environment (None otherwise)."""
+
+    async def list_keys(
+        self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
+    ) -> list[ManagedKey]:
+        """The account's managed keys in one environment, in every state, oldest first;
+        after the (created_at, id) position ``after``, at most ``limit`` (None: all)."""
 
     async def schedule_deletion(
         self,

@@ -121,6 +121,18 @@ class SqlAttestationStore:
         )
         return None if row is None else _attestation(row)
 
+    async def list_attestations(
+        self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
+    ) -> list[Attestation]:
+        """The account's attestations in one environment, oldest first: those after the
+        (created_at, id) position ``after``, at most ``limit`` (None: all)."""
+        tail, args = page_clause(after, limit)
+        rows = await self._db.fetch_all(
+            f"SELECT {_ATTESTATION_COLUMNS} FROM attestations WHERE account_id = ? AND environment = ?{tail}",
+            (account_id, environment.value, *args),
+        )
+        return [_attestation(r) for r in rows]
+
 
 async def insert_pq_key(tx: Tx, key: PqKey) -> PqKey:
     """Add a registered post-quantum key unless the account already has it in that

@@ -23,8 +23,8 @@ from datetime import datetime
 
 from chains.environment import Environment
 from storage.database import Database, Row, Tx
-from storage.models import ManagedKey, ManagedKeyEvent, ManagedKeyState, ManagedKeyUsage, PqKey
-from storage.sql import dt, ts
+from storage.models import Keyset, ManagedKey, ManagedKeyEvent, ManagedKeyState, ManagedKeyUsage, PqKey
+from storage.sql import dt, page_clause, ts
 from storage.sql_attestations import insert_pq_key
 
 _KEY_COLUMNS = (
@@ -170,6 +170,18 @@ class SqlManagedKeyStore:
             (key_id, account_id, environment.value),
         )
         return None if row is None else _key(row)
+
+    async def list_keys(
+        self, account_id: str, environment: Environment, after: Keyset | None = None, limit: int | None = None
+    ) -> list[ManagedKey]:
+        """The account's managed keys in one environment, in every state, oldest first: those
+        after the (created_at, id) position ``after``, at most ``limit`` (None: all)."""
+        tail, args = page_clause(after, limit)
+        rows = await self._db.fetch_all(
+            f"SELECT {_KEY_COLUMNS} FROM managed_keys WHERE account_id = ? AND environment = ?{tail}",
+            (account_id, environment.value, *args),
+        )
+        return [_key(r) for r in rows]
 
     async def _transition(self, sql: str, args: tuple[object, ...], event: ManagedKeyEvent) -> ManagedKey | None:
         async def transition(tx: Tx) -> ManagedKey | None:

@@ -276,6 +276,20 @@ class SqlScanStore:
             return None
         return KeyScanResult(account_id, environment, subject, row[0], dt(row[1]), dt(row[2]))
 
+    async def key_results(
+        self, account_id: str, environment: Environment, subjects: tuple[str, str], after: str | None, limit: int
+    ) -> list[KeyScanResult]:
+        """Stored key-scan results whose subject is in ``[low, high)`` (``subjects``), in
+        subject order after the subject ``after``, at most ``limit`` (one range of the key)."""
+        low, high = subjects
+        rows = await self._db.fetch_all(
+            "SELECT subject, result, data_as_of, scanned_at FROM key_scan_results"
+            " WHERE account_id = ? AND environment = ? AND subject >= ? AND subject < ? AND subject > ?"
+            " ORDER BY subject LIMIT ?",
+            (account_id, environment.value, low, high, after or "", limit),
+        )
+        return [KeyScanResult(account_id, environment, r[0], r[1], dt(r[2]), dt(r[3])) for r in rows]
+
     async def save_key_result(self, result: KeyScanResult) -> None:
         """Insert or replace a key-scan result (durable when this returns)."""
         row = (

@@ -7,7 +7,7 @@ import json
 from sanic import HTTPResponse
 
 import pqc
-from api.context import QdayRequest
+from api.context import AppContext, QdayRequest
 from api.endpoints import Credential, EndpointGroup
 from api.envelope import ok
 from api.errors import ApiError
@@ -21,6 +21,7 @@ from api.models.crypto import (
 )
 from api.ratelimit import RateGroup
 from core.clock import iso
+from services.accounts import Principal
 from services.attestations import CheckResult, HybridInput, check_hybrid, check_plain, hybrid_algorithm
 from services.offload import run_verification
 from services.pq_keys import public_key_from_hex
@@ -179,12 +180,19 @@ def _form_of(body: VerifyRequest) -> str:
 )
 async def verify(request: QdayRequest, body: VerifyRequest) -> HTTPResponse:
     """Re-run the checks and report each half separately."""
-    ctx = request.app.ctx
+    return ok(request, await verification(request.app.ctx, request.ctx.principal, body))
+
+
+async def verification(ctx: AppContext, principal: Principal, body: VerifyRequest) -> VerificationOut:
+    """The verdict on one of the three forms of ``POST /v1/verify`` (a stored attestation of
+    the caller's, raw hybrid components, one ML-DSA signature), each half checked off the
+    loop; shared by the route and the dashboard's verify form. ``REQ_001`` for a body in
+    none of the forms; malformed keys or signatures raise their ``PQC_002`` errors."""
     form = _form_of(body)
     attestation_id = None
     if form == "stored":
         assert body.attestation_id is not None  # _form_of checked it is present
-        stored = await ctx.attestations.stored(request.ctx.principal, body.attestation_id)
+        stored = await ctx.attestations.stored(principal, body.attestation_id)
         attestation_id = stored.id
         h = HybridInput(
             stored.message,
@@ -225,7 +233,7 @@ async def verify(request: QdayRequest, body: VerifyRequest) -> HTTPResponse:
             pqc.decode_hex(body.context or "", field="context", allow_empty=True),
         )
         valid = await run_verification(ctx.executor, algorithm.value, check_plain, *args)
-        out = VerificationOut(
+        return VerificationOut(
             valid=valid,
             ecdsa_valid=None,
             pqc_valid=valid,
@@ -234,9 +242,8 @@ async def verify(request: QdayRequest, body: VerifyRequest) -> HTTPResponse:
             chain=None,
             verified_at=iso(ctx.clock.now()),
         )
-        return ok(request, out)
     result = await run_verification(ctx.executor, h.algorithm.value, check_hybrid, h)
-    out = VerificationOut(
+    return VerificationOut(
         valid=result.valid,
         ecdsa_valid=result.ecdsa_valid,
         pqc_valid=result.pqc_valid,
@@ -245,4 +252,3 @@ async def verify(request: QdayRequest, body: VerifyRequest) -> HTTPResponse:
         chain=h.chain,
         verified_at=iso(ctx.clock.now()),
     )
-    return ok(request, out)

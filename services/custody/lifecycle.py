@@ -45,7 +45,7 @@ from services.custody.errors import (
 )
 from services.errors import InvalidRequest, KeyGenerationFailed, NotFound
 from services.offload import run_blocking
-from services.pagination import Page, PageRequest, id_after, id_cursor, page_of
+from services.pagination import Page, PageRequest, id_after, id_cursor, keyset_after, keyset_cursor, page_of
 from services.pq_keys import keygen_chain
 from storage.errors import StorageError
 from storage.models import KeyOrigin, ManagedKey, ManagedKeyEvent, ManagedKeyState, Plan, PqKey
@@ -61,6 +61,8 @@ MIN_DELETION_WAIT_DAYS = 7
 PURGE_ACTOR = "system:purge"
 #: The tag of audit-log cursors (``services.pagination``).
 EVENT_PAGES = "e"
+#: The tag of managed-key list cursors (``services.pagination``).
+MANAGED_KEY_PAGES = "m"
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,6 +321,13 @@ class ManagedCustodyService:
     async def get(self, principal: Principal, key_id: str) -> ManagedKey:
         """One of the caller's managed keys (any state)."""
         return await self._key(principal, key_id)
+
+    async def list_keys(self, principal: Principal, page: PageRequest | None = None) -> Page[ManagedKey]:
+        """A page of the caller's managed keys in its environment, in every state, oldest first."""
+        page = page or PageRequest()
+        after = keyset_after(MANAGED_KEY_PAGES, page.cursor)
+        rows = await self._store.list_keys(principal.account.id, environment_of(principal), after, page.limit + 1)
+        return page_of(rows, page.limit, lambda k: keyset_cursor(MANAGED_KEY_PAGES, k.created_at, k.id))
 
     async def schedule_deletion(self, principal: Principal, key_id: str, request_id: str | None = None) -> ManagedKey:
         """active → pending_deletion; destruction no earlier than the waiting period."""

@@ -101,6 +101,6 @@ def watch(page: Page, address: str, chain: str) -> None:
     page.get_by_label("Address", exact=True).fill(address)
     page.locator("#watch-chain").select_option(chain)
     with page.expect_navigation():
-        page.get_by_role("button", name="Watch").click()
+        page.get_by_role("button", name="Watch", exact=True).click()
     if not page.url.endswith("/portfolio?env=live"):  # the page says what was not done
         raise AssertionError(f"{page.url}: {page.locator('[role=alert]').all_inner_texts()}")

@@ -16,11 +16,10 @@ from playwright.sync_api import Browser
 from core.ids import new_id
 from tests.anvil import Anvil, running_anvil
 from tests.dashboard.browser import CHROMIUM, DESKTOP, MISSING_CHROMIUM, PHONE, chromium, register, watch, watched_page
-from tests.dashboard.screenshots import take
+from tests.dashboard.screenshots import NAMES, PAGES, exposed_address, take
 from tests.support import ServerProcess
 
 PASSWORD = "correct horse battery staple"
-TRANSFER = {"value": 10**15, "gas": 21000, "maxFeePerGas": 10**10, "maxPriorityFeePerGas": 10**9}
 
 
 @pytest.fixture(scope="module")
@@ -50,40 +49,52 @@ def browser() -> Iterator[Browser]:
 def test_a_watched_address_is_scored_and_charted_without_leaving_the_origin(
     server: ServerProcess, browser: Browser, ethereum: Anvil
 ) -> None:
-    holder = ethereum.new_account()
-    ethereum.send(holder, {"to": ethereum.new_account(0).address, **TRANSFER})  # a signature: its key is on chain
+    address = exposed_address(ethereum)  # a signed transfer: its key is on chain
     origin = server.base_url
     with watched_page(browser, origin, DESKTOP) as (page, seen):
         register(page, origin, f"{new_id('b')}@example.com", PASSWORD)
-        watch(page, holder.address, "ethereum")
+        watch(page, address, "ethereum")
         row = page.locator("#addresses tbody tr").first
         assert re.fullmatch(r"W[1-4]", row.locator(".badge").inner_text())
         text = row.inner_text()
-        assert holder.address[:8] in text and "exposed" in text and "nonce on ethereum" in text
+        assert address[:8] in text and "exposed" in text and "nonce on ethereum" in text
         bars = page.locator("#chart-levels rect.bar")
-        assert bars.count() == 1 and (bars.first.bounding_box() or {}).get("width", 0) > 0
+        box = bars.first.bounding_box()
+        assert bars.count() == 1 and box is not None and box["width"] > 0
         assert page.locator("#chart-balance").is_visible()
         assert seen.errors == [] and seen.foreign == []
         assert any(url.endswith("/static/qday.css") for url in seen.requests)  # the stylesheet loaded
+        with page.expect_navigation():  # the address's own page: its level, factors and evidence
+            row.locator("a", has_text=address[:8]).click()
+        assert page.url.endswith(f"/address/ethereum/{address}?env=live")
+        assert re.fullmatch(r"W[1-4]", page.locator(".badge").first.inner_text())
+        assert "nonce" in page.locator("main").inner_text()
+        assert seen.errors == [] and seen.foreign == []
 
 
-def test_the_portfolio_fits_a_phone_and_the_keyboard_starts_at_the_skip_link(
-    server: ServerProcess, browser: Browser
+def test_every_page_fits_a_phone_and_the_keyboard_starts_at_the_skip_link(
+    server: ServerProcess, browser: Browser, ethereum: Anvil
 ) -> None:
     origin = server.base_url
+    address = exposed_address(ethereum)
     with watched_page(browser, origin, PHONE) as (page, seen):
         register(page, origin, f"{new_id('p')}@example.com", PASSWORD)
-        width = page.evaluate("document.documentElement.scrollWidth")
-        assert width <= PHONE["width"], f"the page is {width} px wide on a {PHONE['width']} px screen"
+        watch(page, address, "ethereum")
+        for path in (*PAGES.values(), f"/address/ethereum/{address}"):
+            response = page.goto(origin + path)
+            assert response is not None and response.ok, path
+            assert page.locator("h1").first.is_visible(), path
+            width = page.evaluate("document.documentElement.scrollWidth")
+            assert width <= PHONE["width"], f"{path} is {width} px wide on a {PHONE['width']} px screen"
         page.keyboard.press("Tab")
         assert page.evaluate("document.activeElement.textContent") == "Skip to content"
         assert seen.errors == [] and seen.foreign == []
 
 
 def test_make_screenshots_saves_every_page_at_both_widths(
-    server: ServerProcess, browser: Browser, tmp_path: Path
+    server: ServerProcess, browser: Browser, ethereum: Anvil, tmp_path: Path
 ) -> None:
-    saved = take(browser, server.base_url, tmp_path)
+    saved = take(browser, server.base_url, tmp_path, exposed_address(ethereum))
     names = sorted(p.name for p in saved)
-    assert names == sorted(f"{page}-{width}.png" for page in ("login", "portfolio") for width in ("1280", "390"))
+    assert names == sorted(f"{page}-{width}.png" for page in NAMES for width in ("1280", "390"))
     assert all(p.stat().st_size > 5_000 for p in saved)  # a rendered page, not a blank one

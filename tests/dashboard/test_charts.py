@@ -1,12 +1,13 @@
 """The dashboard's SVG charts: bars scaled to the longest, totals and a description naming
-every value, labels escaped, an empty chart that says so."""
+every value, labels escaped, an empty chart that says so; lines over days scaled from 0,
+split where a value is missing, with guides and every point named."""
 
 from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
 
-from api.dashboard.charts import WIDTH, Bar, Segment, bar_chart
+from api.dashboard.charts import WIDTH, Bar, Point, Segment, Series, bar_chart, line_chart
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -32,3 +33,38 @@ def test_labels_are_escaped_and_an_empty_chart_says_so() -> None:
     assert "<script>" not in hostile and "<b>" not in hostile and "&lt;b&gt;x&lt;/b&gt;" in hostile
     empty = bar_chart("e", "Nothing", [Bar("W1", [Segment("W1", 0, "level-W1")])], "count")
     assert "nothing to show yet" in empty and not re.search("<rect", empty)
+
+
+def test_lines_are_scaled_split_at_gaps_and_every_value_described() -> None:
+    days = ["2026-11-19", "2026-11-20", "2026-11-21"]
+    w1 = Series("W1", "level-W1", [Point(4), None, Point(2)])
+    w4 = Series("W4", "level-W4", [Point(0), Point(1), Point(3, "late", "moved")])
+    svg = ET.fromstring(str(line_chart("t", "By day", days, [w1, w4], "count")))
+    desc = svg.find(f"{SVG}desc")
+    assert desc is not None
+    assert desc.text == "W1: 2026-11-19 4, 2026-11-21 2; W4: 2026-11-19 0, 2026-11-20 1, 2026-11-21 3 (moved)"
+    lines = svg.findall(f"{SVG}polyline")
+    assert [p.get("class") for p in lines] == ["line level-W4"]  # W1's gap leaves no run of two points
+    circles = svg.findall(f"{SVG}circle")
+    assert [c.get("class") for c in circles] == ["point level-W1"] * 2 + ["point level-W4"] * 2 + [
+        "point level-W4 late"
+    ]
+    ys = [float(c.get("cy") or 0) for c in circles]  # W1: 4, 2; W4: 0, 1, 3
+    assert ys[1] == (ys[0] + ys[2]) / 2 and ys[0] < ys[4] < ys[3] < ys[2]  # linear from 0, up is more
+    xs = [float(c.get("cx") or 0) for c in circles]
+    assert xs[2] < xs[3] < xs[4] and xs[3] - xs[2] == xs[4] - xs[3] and (xs[0], xs[1]) == (xs[2], xs[4])
+    assert [t.text for t in svg.findall(f"{SVG}text") if t.get("class") == "chart-day"] == days
+    titles = [t.text for c in circles for t in c.findall(f"{SVG}title")]
+    assert titles[-1] == "W4, 2026-11-21: 3 (moved)"
+
+
+def test_a_line_chart_with_guides_a_fixed_top_and_nothing_to_show() -> None:
+    svg = str(line_chart("h", "<b>risk</b>", ["d"], [Series("risk", "risk", [Point(50)])], "count", 100, [(76, "W4")]))
+    root = ET.fromstring(svg)
+    circle = root.find(f"{SVG}circle")
+    grid = [float(g.get("y1") or 0) for g in root.findall(f"{SVG}line") if g.get("class") == "chart-grid"]
+    assert circle is not None and float(circle.get("cy") or 0) == grid[1]  # 50 of 100 on the middle line
+    assert [t.text for t in root.findall(f"{SVG}text") if t.get("class") == "chart-guide-label"] == ["W4"]
+    assert "<b>" not in svg and "&lt;b&gt;risk&lt;/b&gt;" in svg
+    empty = line_chart("e", "Nothing", ["d"], [Series("W1", "level-W1", [None])], "count")
+    assert "nothing to show yet" in empty and "<circle" not in empty and "<polyline" not in empty

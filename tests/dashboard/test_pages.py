@@ -7,50 +7,22 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import json
 import re
-from collections.abc import AsyncIterator
-from datetime import timedelta
 from typing import Any
 
 import httpx
-import pytest
 
-from api.dashboard.pages import CONTENT_SECURITY_POLICY, PAGE_SIZE
+from api.dashboard.frame import CONTENT_SECURITY_POLICY
+from api.dashboard.portfolio import PAGE_SIZE
 from chains.environment import Environment
 from core.ids import new_id
 from services.pagination import PageRequest
 from services.portfolio import portfolio_filter
-from storage.models import ScanResult, WatchedAddress
+from storage.models import ScanResult
 from storage.sql_scans import SqlScanStore
+from tests.dashboard.support import PASSWORD, browser, csrf_of, logged_in, watched
 from tests.support import make_tenant
-
-ORIGIN = "https://qday.test"
-_addresses = itertools.count(1)
-PASSWORD = "correct horse battery staple"
-
-
-def browser(app: Any) -> httpx.AsyncClient:
-    """A client as a browser on this origin over https: it keeps cookies and sends Origin."""
-    transport = httpx.ASGITransport(app=app, client=(f"127.0.9.{next(_addresses)}", 40000))  # own rate buckets
-    return httpx.AsyncClient(transport=transport, base_url=ORIGIN, headers={"Origin": ORIGIN})
-
-
-@pytest.fixture
-async def signed_in(app: Any) -> AsyncIterator[tuple[httpx.AsyncClient, str]]:
-    """A browser logged in to a new account; its email."""
-    async with browser(app) as b:
-        email = f"{new_id('dash')}@example.com"
-        r = await b.post("/register", data={"email": email, "password": PASSWORD})
-        assert r.status_code == 303 and r.headers["location"] == "/portfolio", r.text
-        yield b, email
-
-
-def _csrf(page: str) -> str:
-    found = re.search(r'name="csrf" value="([0-9a-f]{64})"', page)
-    assert found, "no CSRF token on the page"
-    return found.group(1)
 
 
 async def test_registration_logs_in_with_a_strict_cookie(app: Any) -> None:
@@ -84,7 +56,7 @@ async def test_forms_from_another_origin_or_without_the_token_are_refused(
     app: Any, signed_in: tuple[httpx.AsyncClient, str]
 ) -> None:
     b, email = signed_in
-    token = _csrf((await b.get("/portfolio")).text)
+    token = csrf_of((await b.get("/portfolio")).text)
     watch = {"address": "0x" + "11" * 20, "chain": "ethereum", "csrf": token}
     r = await b.post("/portfolio/watch", data=watch, headers={"Origin": "https://evil.example"})
     assert r.status_code == 403 and "site&#39;s own pages" in r.text
@@ -94,7 +66,7 @@ async def test_forms_from_another_origin_or_without_the_token_are_refused(
     assert r.status_code == 403
     async with browser(app) as other:  # another session's token does not pass for this one
         await other.post("/register", data={"email": f"{new_id('o')}@example.com", "password": PASSWORD})
-        foreign = _csrf((await other.get("/portfolio")).text)
+        foreign = csrf_of((await other.get("/portfolio")).text)
     assert foreign != token
     assert (await b.post("/portfolio/watch", data={**watch, "csrf": foreign})).status_code == 403
     r = await b.post("/login", data={"email": email, "password": PASSWORD}, headers={"Origin": "https://evil.example"})
@@ -105,7 +77,7 @@ async def test_forms_from_another_origin_or_without_the_token_are_refused(
 
 async def test_login_logout_and_wrong_passwords(app: Any, signed_in: tuple[httpx.AsyncClient, str]) -> None:
     b, email = signed_in
-    token = _csrf((await b.get("/portfolio")).text)
+    token = csrf_of((await b.get("/portfolio")).text)
     r = await b.post("/logout", data={"csrf": token})
     assert r.status_code == 303 and r.headers["location"] == "/"
     assert (await b.get("/portfolio")).headers["location"] == "/"
@@ -118,22 +90,11 @@ async def test_login_logout_and_wrong_passwords(app: Any, signed_in: tuple[httpx
     assert r.status_code == 400 and "at least 12 characters" in r.text
 
 
-async def _watched(app: Any, account_id: str, entries: list[tuple[str, str, str | None]]) -> None:
-    """Watch (chain, address, label) entries in the live environment, one microsecond apart
-    (their watch order)."""
-    store = SqlScanStore(app.ctx.database)
-    now = app.ctx.clock.now()
-    for i, (chain, address, label) in enumerate(entries):
-        at = now + timedelta(microseconds=i)
-        entry = WatchedAddress(new_id("w"), account_id, Environment.LIVE, chain, address, label, at)
-        assert await store.watch(entry) is not None
-
-
 async def test_the_portfolio_pages_filters_and_exports(app: Any, client: httpx.AsyncClient) -> None:
     tenant = await make_tenant(client)
-    await _watched(app, tenant.account_id, [("ethereum", f"0x{i + 1:040x}", None) for i in range(PAGE_SIZE + 5)])
+    await watched(app, tenant.account_id, [("ethereum", f"0x{i + 1:040x}", None) for i in range(PAGE_SIZE + 5)])
     async with browser(app) as b:
-        assert (await b.post("/login", data={"email": tenant.email, "password": tenant.password})).status_code == 303
+        await logged_in(b, tenant.email, tenant.password)
         first = await b.get("/portfolio")
         assert f'<strong id="total-addresses">{PAGE_SIZE + 5}</strong>' in first.text
         assert first.text.count('<code class="address"') == PAGE_SIZE
@@ -165,13 +126,13 @@ async def test_aggregates_by_chain_and_level_are_summed_in_the_store(app: Any, c
     tenant = await make_tenant(client)
     store = SqlScanStore(app.ctx.database)
     now = app.ctx.clock.now()
-    watched = [
+    entries = [
         ("ethereum", "0x" + "a1" * 20, "W3", "1.5 ETH", 4500.0),
         ("ethereum", "0x" + "a2" * 20, "W3", "0.25 ETH", 750.0),
         ("bitcoin", "bc1qthklh702txwafc72d2qtxv7ywt7sk0mfy3mw6y", "W1", "0.003 BTC", 270.5),
     ]
-    await _watched(app, tenant.account_id, [(chain, address, None) for chain, address, *_ in watched])
-    await store.save_results([_scored(tenant.account_id, c, a, lv, b, u, now) for c, a, lv, b, u in watched])
+    await watched(app, tenant.account_id, [(chain, address, None) for chain, address, *_ in entries])
+    await store.save_results([_scored(tenant.account_id, c, a, lv, b, u, now) for c, a, lv, b, u in entries])
     cells = await app.ctx.portfolio.overview(
         tenant.account_id, Environment.LIVE, portfolio_filter(None, None), PageRequest(10)
     )
@@ -182,7 +143,7 @@ async def test_aggregates_by_chain_and_level_are_summed_in_the_store(app: Any, c
     )
     assert only.addresses == 2 and {r.chain for r in only.page.items} == {"ethereum"}
     async with browser(app) as b:
-        assert (await b.post("/login", data={"email": tenant.email, "password": tenant.password})).status_code == 303
+        await logged_in(b, tenant.email, tenant.password)
         page = (await b.get("/portfolio")).text
         assert '<strong id="total-usd">$5,520.50</strong>' in page
         assert page.count('class="badge level-W3">W3</span>') == 3  # the table of cells and two rows
@@ -192,8 +153,8 @@ async def test_aggregates_by_chain_and_level_are_summed_in_the_store(app: Any, c
 async def test_exported_labels_cannot_run_as_spreadsheet_formulas(app: Any, client: httpx.AsyncClient) -> None:
     tenant = await make_tenant(client)
     label = '=HYPERLINK("http://evil.example","x")'
-    await _watched(app, tenant.account_id, [("ethereum", "0x" + "b1" * 20, label)])
+    await watched(app, tenant.account_id, [("ethereum", "0x" + "b1" * 20, label)])
     async with browser(app) as b:
-        assert (await b.post("/login", data={"email": tenant.email, "password": tenant.password})).status_code == 303
+        await logged_in(b, tenant.email, tenant.password)
         rows = list(csv.reader(io.StringIO((await b.get("/portfolio.csv")).text)))
     assert rows[1][2] == "'" + label
