@@ -46,6 +46,7 @@ from core.errors import DomainError
 from core.ids import new_id
 from services.accounts import AccountService, Principal
 from services.address_detail import AddressDetailService
+from services.allowances import AllowanceService
 from services.attestations import AttestationService
 from services.credentials import ApiKeyCodec, Secrets, SessionCodec, load_master_secret
 from services.custody.factory import open_managed_custody
@@ -314,8 +315,9 @@ async def _open_resources(app: QdayApp) -> None:
         ctx.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="qday-cpu")
         history = RiskHistory(settings.analytics_dir)
         opened.callback(history.close)
+        scan_store = SqlScanStore(ctx.database)
         ctx.address_detail = AddressDetailService(
-            SqlScanStore(ctx.database), SqlAddressDetail(ctx.database), history, ctx.executor, ctx.clock
+            scan_store, SqlAddressDetail(ctx.database), history, ctx.executor, ctx.clock
         )
         ctx.accounts = AccountService(
             ctx.store,
@@ -338,16 +340,20 @@ async def _open_resources(app: QdayApp) -> None:
         # Closed first: work in flight (hashing, signing) ends before what it uses closes.
         opened.callback(ctx.executor.shutdown, wait=True)
         # The delivery loop stops before the executor and custody it signs with.
-        await _open_webhooks(ctx, secrets, opened)
+        webhook_store = await _open_webhooks(ctx, secrets, opened)
+        ctx.allowances = AllowanceService(
+            ctx.store, scan_store, webhook_store, ctx.clock, settings.enterprise_watch_cap
+        )
         ctx.closing = opened.pop_all()
     ctx.purge_loop.start()
     ctx.deliverer.start()
 
 
-async def _open_webhooks(ctx: AppContext, secrets: Secrets, opened: AsyncExitStack) -> None:
+async def _open_webhooks(ctx: AppContext, secrets: Secrets, opened: AsyncExitStack) -> SqlWebhookStore:
     """The webhook service and this node's delivery loop (started with the server; stopped
-    before the store closes). Outbound requests get a client of their own: no redirects,
-    no proxies from the environment (``services.outbound``)."""
+    before the store closes); the webhook store they share, returned for the services that
+    count endpoints. Outbound requests get a client of their own: no redirects, no proxies
+    from the environment (``services.outbound``)."""
     settings = ctx.settings
     http = new_client()
     opened.push_async_callback(http.aclose)
@@ -367,6 +373,7 @@ async def _open_webhooks(ctx: AppContext, secrets: Secrets, opened: AsyncExitSta
     ctx.webhooks = WebhookService(
         store, signer, ctx.deliverer, secrets.webhook_seal_key, ctx.clock, allow_private=settings.webhook_allow_private
     )
+    return store
 
 
 async def _open_chain_access(app: QdayApp) -> None:

@@ -25,6 +25,7 @@ from chains.registry import Chain
 from core.clock import Clock
 from services.accounts import AccountService, Principal
 from services.address_detail import AddressDetailService
+from services.allowances import AllowanceService
 from services.attestations import AttestationService
 from services.custody.lifecycle import ManagedCustodyService
 from services.custody.purge import PurgeLoop
@@ -82,6 +83,7 @@ class AppContext:
     follower: ExposureFollower
     portfolio: PortfolioService
     address_detail: AddressDetailService
+    allowances: AllowanceService
     #: Keys the dashboard's CSRF tokens to the session they are issued for.
     csrf_key: bytes
 

@@ -19,6 +19,7 @@ stale block's revelation was broadcast, so it counts, failing closed); else ``no
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Final
@@ -26,6 +27,7 @@ from typing import Final
 import duckdb
 import polars as pl
 
+from storage.errors import StorageError
 from storage.parquet_files import ParquetFileWriter, Table, publish, temp_name
 
 KEY_AT_REST_TYPES: Final = ("p2pk", "multisig", "p2tr")
@@ -94,6 +96,50 @@ def utxo_path(root: Path, network: str) -> Path:
 def supply_path(root: Path, network: str) -> Path:
     """The supply file of ``network``."""
     return root / "bitcoin_supply_exposure" / f"network={network}" / "supply.parquet"
+
+
+class SupplyUnreadable(StorageError):
+    """A network's supply file exists but cannot be read as the supply table (a damaged or
+    foreign file): whoever shows the supply says so rather than failing."""
+
+
+@dataclass(frozen=True, slots=True)
+class SupplyCount:
+    """One row of the supply table: the outputs of one script type and exposure cause and
+    their value."""
+
+    script_type: str
+    cause: str
+    outputs: int
+    value_sat: int
+
+
+@dataclass(frozen=True, slots=True)
+class SupplyTable:
+    """One network's supply table as written: the snapshot's height and its rows."""
+
+    network: str
+    height: int
+    rows: tuple[SupplyCount, ...]
+
+
+def read_supply(root: Path, network: str) -> SupplyTable | None:
+    """``network``'s supply table under the analytics folder ``root`` (None: not built, or
+    empty); ``SupplyUnreadable`` when its file cannot be read. Blocking: reads one small
+    Parquet file."""
+    path = supply_path(root, network)
+    if not path.exists():
+        return None
+    try:
+        frame = pl.read_parquet(path, columns=["height", "script_type", "cause", "outputs", "value_sat"])
+    except (OSError, pl.exceptions.PolarsError) as exc:
+        raise SupplyUnreadable(f"{path}: {exc}") from exc
+    if frame.is_empty():
+        return None
+    rows = tuple(
+        SupplyCount(r["script_type"], r["cause"], r["outputs"], r["value_sat"]) for r in frame.iter_rows(named=True)
+    )
+    return SupplyTable(network, int(frame["height"][0]), rows)
 
 
 def utxo_writer(root: Path, network: str) -> ParquetFileWriter:

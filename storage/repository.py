@@ -53,6 +53,10 @@ class Store(Protocol):
         ``cap`` current keys (not deleted, rotated out or expired), counted in the same
         transaction. False (nothing stored) at the cap."""
 
+    async def current_api_key_count(self, account_id: str, at: datetime) -> int:
+        """How many current keys (not deleted, rotated out or expired at ``at``) the account
+        holds in both environments: what ``create_api_key``'s cap counts."""
+
     async def api_key_by_hash(self, key_hash: bytes) -> tuple[ApiKey, Account] | None:
         """The key whose keyed hash matches, with its owner (deleted keys included)."""
 

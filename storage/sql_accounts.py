@@ -146,6 +146,12 @@ class SqlStore:
 
         return await self._db.write(insert)
 
+    async def current_api_key_count(self, account_id: str, at: datetime) -> int:
+        """How many current keys the account holds at ``at`` (both environments), counted
+        as the API-key cap counts them (``_CURRENT_KEYS``)."""
+        row = await self._db.fetch_one(_CURRENT_KEYS, (account_id, ts(at)))
+        return 0 if row is None else int(row[0])
+
     @staticmethod
     async def _insert_key(tx: Tx, key: ApiKey) -> None:
         await tx.execute(

@@ -38,6 +38,8 @@ _DELIVERY_D = (
 )
 _ATTEMPT = "delivery_id, attempt, attempted_at, status, latency_ms, error"
 _SERVICE_KEY = "name, algorithm, public_key, key_ref, backend, wrapping_key, created_at"
+#: The account's endpoints in both environments: what the webhook cap counts.
+_ENDPOINT_COUNT = "SELECT count(*) FROM webhooks WHERE account_id = ?"
 
 
 def _webhook(row: Row) -> Webhook:
@@ -143,7 +145,7 @@ class SqlWebhookStore:
 
         async def create(tx: Tx) -> Webhook | None:
             await tx.lock(webhook_cap_lock(webhook.account_id))
-            row = await tx.fetch_one("SELECT count(*) FROM webhooks WHERE account_id = ?", (webhook.account_id,))
+            row = await tx.fetch_one(_ENDPOINT_COUNT, (webhook.account_id,))
             if row is not None and int(row[0]) >= cap:
                 return None
             await tx.execute(
@@ -152,6 +154,12 @@ class SqlWebhookStore:
             return webhook
 
         return await self._db.write(create)
+
+    async def count(self, account_id: str) -> int:
+        """How many endpoints the account has (both environments): what ``create``'s cap
+        counts."""
+        row = await self._db.fetch_one(_ENDPOINT_COUNT, (account_id,))
+        return 0 if row is None else int(row[0])
 
     async def get(self, account_id: str, environment: Environment, webhook_id: str) -> Webhook | None:
         """The account's endpoint ``webhook_id`` in one environment, if it exists."""

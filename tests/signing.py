@@ -1,18 +1,25 @@
 """Client-side signing for tests: what a wallet and a PQ signer would send.
 
 EIP-191 signatures come from eth-account (an independent implementation) and
-BIP-137 ones are built with libsecp256k1 through coincurve.
+BIP-137 ones are built with libsecp256k1 through coincurve. ``registered_signer`` and
+``hybrid_body`` make the key and the ``/v1/sign/hybrid`` (or ``/v1/verify``) body the
+hybrid-signing tests of the API and of the dashboard share.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import coincurve
+import httpx
 from eth_account import Account
 from eth_account.messages import encode_defunct
 
 import pqc
+
+if TYPE_CHECKING:
+    from tests.support import Tenant
 
 
 def eip191_signature(private_key: bytes, message: bytes) -> bytes:
@@ -64,3 +71,38 @@ class PqSigner:
         ml_dsa = pqc.SPECS[self.keypair.algorithm].family is pqc.Family.ML_DSA
         key = self.keypair.seed if ml_dsa else self.keypair.private_key
         return pqc.sign(self.algorithm, key, message, context)
+
+
+async def registered_signer(
+    client: httpx.AsyncClient, tenant: Tenant, algorithm: str = "ml-dsa-65", key: str = "secret_live"
+) -> PqSigner:
+    """A PQ key pair generated for ``tenant`` through ``POST /v1/keys/generate`` with the API
+    key named ``key`` (so registered in that key's environment), held as the client would
+    hold it: what a hybrid signature's PQ half must be made with to verify."""
+    r = await client.post(
+        "/v1/keys/generate", json={"algorithm": algorithm, "chain": "ethereum"}, headers=tenant.auth(key)
+    )
+    assert r.status_code == 201, r.text
+    data = r.json()["data"]
+    keypair = pqc.KeyPair(
+        pqc.parse_algorithm(algorithm),
+        bytes.fromhex(data["publicKey"]),
+        bytes.fromhex(data["privateKey"]),
+        bytes.fromhex(data["seed"]),
+    )
+    return PqSigner(algorithm, keypair)
+
+
+def hybrid_body(message: bytes, ecdsa_key: bytes, pq: PqSigner, **extra: Any) -> dict[str, Any]:
+    """The JSON body of ``POST /v1/sign/hybrid`` (or ``/v1/verify``) for ``message``: an
+    EIP-191 signature by ``ecdsa_key`` with its public key and a signature by ``pq``;
+    ``extra`` adds or overrides fields (chain, scheme, strict, ...)."""
+    return {
+        "message": "0x" + message.hex(),
+        "ecdsaSignature": eip191_signature(ecdsa_key, message).hex(),
+        "ecdsaPublicKey": public_key(ecdsa_key).hex(),
+        "pqcSignature": pq.sign(message).hex(),
+        "pqcPublicKey": pq.public_hex,
+        "algorithm": pq.algorithm,
+        **extra,
+    }

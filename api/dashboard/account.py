@@ -12,7 +12,7 @@ shows only prefixes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,12 +29,11 @@ from api.models.accounts import CreateApiKeyRequest
 from api.ratelimit import RateGroup, limit_for
 from chains.environment import Environment
 from services.accounts import Principal, clean_text
-from services.caps import API_KEY_CAP, WEBHOOK_CAPS, watch_cap
+from services.allowances import Allowance
 from services.custody.lifecycle import MANAGED_PLANS
 from services.errors import InvalidRequest
-from services.pagination import MAX_LIMIT, PageRequest
+from services.pagination import PageRequest
 from storage.models import ApiKey, KeyType, Plan
-from storage.sql_scans import SqlScanStore
 
 #: Keys listed per page (an account holds at most ``API_KEY_CAP`` current ones, plus rotated
 #: keys in their grace period).
@@ -49,21 +48,6 @@ class Revealed:
     secret: str
     rotated_from: str | None = None
     previous_expires_at: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Allowance:
-    """One plan cap: what it counts, how much of it the account uses, the plan's limit."""
-
-    name: str
-    short: str  # the chart's label
-    used: int
-    limit: int
-
-    @property
-    def percent(self) -> float:
-        """The share of the cap in use, 0 to 100."""
-        return min(100.0, self.used * 100.0 / self.limit) if self.limit > 0 else 100.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,33 +98,6 @@ def key_form(request: QdayRequest, environment: Environment) -> tuple[str, KeyTy
     return clean_text(body.name, "name"), KeyType(body.type)
 
 
-async def allowances(request: QdayRequest, principal: Principal) -> list[Allowance]:
-    """The plan caps of ``services.caps`` and what the account holds against each, counted
-    as the caps count (both environments): watched addresses (wallet-derived ones
-    included), current API keys (rotated-out keys in their grace period not counted),
-    webhook endpoints."""
-    ctx = request.app.ctx
-    account = principal.account
-    watched = await SqlScanStore(ctx.database).watch_count(account.id)
-    both = replace(principal, environment=None)  # a session manages the keys of both environments
-    current, cursor = 0, None
-    while True:
-        keys = await ctx.accounts.list_keys(both, PageRequest(MAX_LIMIT, cursor))
-        current += sum(1 for k in keys.items if k.replaced_by is None)
-        if (cursor := keys.next_cursor) is None:
-            break
-    webhooks = 0
-    for environment in Environment:  # at most the plan's cap of them: one page each
-        acting = replace(principal, environment=environment)
-        webhooks += len((await ctx.webhooks.endpoints(acting, PageRequest(MAX_LIMIT))).items)
-    watch_limit = watch_cap(account.plan, ctx.settings.enterprise_watch_cap)
-    return [
-        Allowance("Watched addresses", "Addresses", watched, watch_limit),
-        Allowance("API keys", "API keys", current, API_KEY_CAP),
-        Allowance("Webhook endpoints", "Webhooks", webhooks, WEBHOOK_CAPS[account.plan]),
-    ]
-
-
 def rate_limits(request: QdayRequest, plan: Plan) -> list[RateLimit]:
     """The plan's limit of every rate group an authenticated endpoint of the API counts in,
     with those endpoints (read from the app's routes, so the list is the API's own)."""
@@ -189,7 +146,7 @@ async def _page(
     cursor = None if revealed is not None else request.args.get("cursor") or None
     keys = await ctx.accounts.list_keys(principal, PageRequest(PAGE_SIZE, cursor))
     plan = principal.account.plan
-    caps = await allowances(request, principal)
+    caps = await ctx.allowances.allowances(principal.account)
     usage = await ctx.managed.usage(principal)
     return render(
         "account.html",

@@ -14,12 +14,18 @@ from html import escape
 
 from markupsafe import Markup
 
+from chains.registry import Chain
+from scoring import format_amount
+
+_BTC = Chain.BITCOIN.info
 #: Drawing width in SVG units (the image scales to its box).
 WIDTH = 640
 _BAR = 22
 _GAP = 10
 _LABEL = 120
 _VALUE = 110
+#: SVG units a character of a printed total takes at most (13px text, digits ~7.3).
+_CHAR = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +51,14 @@ class Bar:
 
 
 def bar_chart(chart_id: str, title: str, bars: Sequence[Bar], unit: str) -> Markup:
-    """Horizontal stacked bars scaled to the longest, each with its total printed beside it;
-    an empty chart says so. ``unit`` formats totals (``usd`` or ``count``)."""
+    """Horizontal stacked bars scaled to the longest, each with its total printed beside it
+    (room kept for the longest total); an empty chart says so. ``unit`` formats totals
+    (``usd``, ``count`` or ``btc``: a value in BTC, exact to the satoshi)."""
     longest = max((b.total for b in bars), default=0.0)
     if longest <= 0:
         bars = []  # nothing to draw: the chart says so rather than showing empty rows
-    span = WIDTH - _LABEL - _VALUE
+    printed = max((len(_fmt(b.total, unit)) for b in bars), default=0)
+    span = WIDTH - _LABEL - max(_VALUE, printed * _CHAR + 12)
     height = max(len(bars), 1) * (_BAR + _GAP) + _GAP
     described = "; ".join(
         f"{b.label}: {_fmt(b.total, unit)} (" + ", ".join(f"{s.name} {_fmt(s.value, unit)}" for s in b.segments) + ")"
@@ -219,4 +227,6 @@ def _runs(points: Sequence[Point | None]) -> list[list[tuple[int, Point]]]:
 def _fmt(value: float, unit: str) -> str:
     if unit == "usd":
         return f"${value:,.0f}" if value >= 100 else f"${value:,.2f}"
+    if unit == "btc":  # to the satoshi, trailing zeros dropped: "12.5 BTC", "0.0003 BTC"
+        return format_amount(round(value * 10**_BTC.decimals), _BTC.decimals, _BTC.symbol)
     return f"{value:,.0f}"

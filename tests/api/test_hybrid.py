@@ -12,51 +12,30 @@ from chains.codecs.base58 import b58check_encode
 from chains.codecs.bech32 import WitnessProgram, encode_segwit
 from pqc.hashes import hash160
 from tests.api.test_envelope import assert_error, assert_meta
-from tests.signing import PqSigner, bip137_signature, digest_signature, eip191_signature, evm_address, public_key
-from tests.support import Tenant, make_tenant
+from tests.signing import (
+    PqSigner,
+    bip137_signature,
+    digest_signature,
+    evm_address,
+    hybrid_body,
+    public_key,
+    registered_signer,
+)
+from tests.support import make_tenant
 
 HYBRID = "/v1/sign/hybrid"
 VERIFY = "/v1/verify"
 
 
-async def _registered_signer(
-    client, tenant: Tenant, algorithm: str = "ml-dsa-65", key: str = "secret_live"
-) -> PqSigner:
-    r = await client.post(
-        "/v1/keys/generate", json={"algorithm": algorithm, "chain": "ethereum"}, headers=tenant.auth(key)
-    )
-    assert r.status_code == 201, r.text
-    data = r.json()["data"]
-    keypair = pqc.KeyPair(
-        pqc.parse_algorithm(algorithm),
-        bytes.fromhex(data["publicKey"]),
-        bytes.fromhex(data["privateKey"]),
-        bytes.fromhex(data["seed"]),
-    )
-    return PqSigner(algorithm, keypair)
-
-
-def _hybrid_body(message: bytes, ecdsa_key: bytes, pq: PqSigner, **extra) -> dict:
-    return {
-        "message": "0x" + message.hex(),
-        "ecdsaSignature": eip191_signature(ecdsa_key, message).hex(),
-        "ecdsaPublicKey": public_key(ecdsa_key).hex(),
-        "pqcSignature": pq.sign(message).hex(),
-        "pqcPublicKey": pq.public_hex,
-        "algorithm": pq.algorithm,
-        **extra,
-    }
-
-
 @pytest.fixture
 async def signer_setup(client, tenant):
-    return tenant, await _registered_signer(client, tenant), os.urandom(32)
+    return tenant, await registered_signer(client, tenant), os.urandom(32)
 
 
 async def test_attestation_is_created_and_verifiable_by_id(client, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
     message = b"I control both keys"
-    body = _hybrid_body(message, ecdsa_key, pq, metadata={"ticket": 42, "tags": ["migration"]})
+    body = hybrid_body(message, ecdsa_key, pq, metadata={"ticket": 42, "tags": ["migration"]})
     r = await client.post(HYBRID, json=body, headers=tenant.auth("secret_live"))
     assert r.status_code == 201, r.text
     data = assert_meta(r)["data"]
@@ -80,7 +59,7 @@ async def test_ecdsa_signer_may_be_named_by_key_or_evm_address(client, signer_se
         "evm_address": evm_address(ecdsa_key),
         "evm_address_lower": evm_address(ecdsa_key).lower(),
     }[claim]
-    body = _hybrid_body(b"named signer", ecdsa_key, pq, ecdsaPublicKey=named)
+    body = hybrid_body(b"named signer", ecdsa_key, pq, ecdsaPublicKey=named)
     r = await client.post(HYBRID, json=body, headers=tenant.auth("secret_live"))
     assert r.status_code == 201, r.text
     assert r.json()["data"]["ecdsaPublicKey"] == named
@@ -97,7 +76,7 @@ async def test_bitcoin_signmessage_with_address(client, signer_setup, address_ty
         else encode_segwit("bc", WitnessProgram(0, key_hash))
     )
     body = {
-        **_hybrid_body(message, ecdsa_key, pq, chain="bitcoin", ecdsaPublicKey=address),
+        **hybrid_body(message, ecdsa_key, pq, chain="bitcoin", ecdsaPublicKey=address),
         "ecdsaSignature": bip137_signature(ecdsa_key, message).hex(),
     }
     r = await client.post(HYBRID, json=body, headers=tenant.auth("secret_live"))
@@ -110,7 +89,7 @@ async def test_digest_scheme_and_context(client, signer_setup):
     digest = os.urandom(32)
     context = b"qday test context"
     body = {
-        **_hybrid_body(digest, ecdsa_key, pq, ecdsaScheme="digest", context=context.hex()),
+        **hybrid_body(digest, ecdsa_key, pq, ecdsaScheme="digest", context=context.hex()),
         "ecdsaSignature": digest_signature(ecdsa_key, digest).hex(),
         "pqcSignature": pq.sign(digest, context).hex(),
     }
@@ -125,8 +104,8 @@ async def test_digest_scheme_and_context(client, signer_setup):
 async def test_bad_signatures_are_pqc_004_and_nothing_is_stored(client, app, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
     message = b"tampered"
-    good = _hybrid_body(message, ecdsa_key, pq)
-    other_ecdsa = _hybrid_body(message, os.urandom(32), pq)["ecdsaSignature"]
+    good = hybrid_body(message, ecdsa_key, pq)
+    other_ecdsa = hybrid_body(message, os.urandom(32), pq)["ecdsaSignature"]
     cases = {
         "ecdsa by another key": ({**good, "ecdsaSignature": other_ecdsa}, False, True),
         "pqc over another message": ({**good, "pqcSignature": pq.sign(b"other").hex()}, True, False),
@@ -141,7 +120,7 @@ async def test_bad_signatures_are_pqc_004_and_nothing_is_stored(client, app, sig
 
 async def test_high_s_and_malformed_ecdsa_signatures_are_refused(client, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
-    body = _hybrid_body(b"malleable", ecdsa_key, pq)
+    body = hybrid_body(b"malleable", ecdsa_key, pq)
     sig = bytes.fromhex(body["ecdsaSignature"])
     n = pqc.secp256k1.CURVE_ORDER
     s = int.from_bytes(sig[32:64], "big")
@@ -163,15 +142,15 @@ async def test_unregistered_or_foreign_pq_key_is_pqc_003(client, signer_setup):
     tenant, _, ecdsa_key = signer_setup
     stranger = PqSigner.new("ml-dsa-65")
     error = assert_error(
-        await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, stranger), headers=tenant.auth("secret_live")),
+        await client.post(HYBRID, json=hybrid_body(b"m", ecdsa_key, stranger), headers=tenant.auth("secret_live")),
         400,
         "PQC_003",
     )
     assert error["details"]["field"] == "pqcPublicKey"
     other = await make_tenant(client)
-    others_key = await _registered_signer(client, other)
+    others_key = await registered_signer(client, other)
     assert_error(
-        await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, others_key), headers=tenant.auth("secret_live")),
+        await client.post(HYBRID, json=hybrid_body(b"m", ecdsa_key, others_key), headers=tenant.auth("secret_live")),
         400,
         "PQC_003",
     )
@@ -179,15 +158,15 @@ async def test_unregistered_or_foreign_pq_key_is_pqc_003(client, signer_setup):
 
 async def test_attestations_are_invisible_across_tenants_and_environments(client):
     tenant = await make_tenant(client, ("secret_live", "secret_test"))
-    pq = await _registered_signer(client, tenant, key="secret_test")
+    pq = await registered_signer(client, tenant, key="secret_test")
     ecdsa_key = os.urandom(32)
     # A key registered in test is unknown in live.
     assert_error(
-        await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, pq), headers=tenant.auth("secret_live")),
+        await client.post(HYBRID, json=hybrid_body(b"m", ecdsa_key, pq), headers=tenant.auth("secret_live")),
         400,
         "PQC_003",
     )
-    r = await client.post(HYBRID, json=_hybrid_body(b"m", ecdsa_key, pq), headers=tenant.auth("secret_test"))
+    r = await client.post(HYBRID, json=hybrid_body(b"m", ecdsa_key, pq), headers=tenant.auth("secret_test"))
     att_id = r.json()["data"]["id"]
     assert_error(
         await client.post(VERIFY, json={"attestationId": att_id}, headers=tenant.auth("secret_live")), 404, "REQ_005"
@@ -200,7 +179,7 @@ async def test_attestations_are_invisible_across_tenants_and_environments(client
 
 async def test_slh_dsa_is_not_a_hybrid_algorithm(client, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
-    body = {**_hybrid_body(b"m", ecdsa_key, pq), "algorithm": "slh-dsa-128s"}
+    body = {**hybrid_body(b"m", ecdsa_key, pq), "algorithm": "slh-dsa-128s"}
     assert_error(await client.post(HYBRID, json=body, headers=tenant.auth("secret_live")), 400, "PQC_001")
 
 
@@ -208,7 +187,7 @@ async def test_chain_without_default_scheme_must_name_one(client, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
     error = assert_error(
         await client.post(
-            HYBRID, json=_hybrid_body(b"m", ecdsa_key, pq, chain="solana"), headers=tenant.auth("secret_live")
+            HYBRID, json=hybrid_body(b"m", ecdsa_key, pq, chain="solana"), headers=tenant.auth("secret_live")
         ),
         400,
         "REQ_001",
@@ -216,7 +195,7 @@ async def test_chain_without_default_scheme_must_name_one(client, signer_setup):
     assert error["details"]["field"] == "ecdsaScheme"
     r = await client.post(
         HYBRID,
-        json=_hybrid_body(b"m", ecdsa_key, pq, chain="solana", ecdsaScheme="eip191"),
+        json=hybrid_body(b"m", ecdsa_key, pq, chain="solana", ecdsaScheme="eip191"),
         headers=tenant.auth("secret_live"),
     )
     assert r.status_code == 201
@@ -237,7 +216,7 @@ async def test_strict_mode_accepts_each_issued_statement_once(client, clock, sig
     assert f"pqc: ml-dsa-65:{pqc.public_key_fingerprint(pq.keypair.public_key)}" in text
     message = bytes.fromhex(statement["message"])
     assert message == text.encode()
-    body = _hybrid_body(message, ecdsa_key, pq, ecdsaPublicKey=claim, strict=True)
+    body = hybrid_body(message, ecdsa_key, pq, ecdsaPublicKey=claim, strict=True)
     first = await client.post(HYBRID, json=body, headers=tenant.auth("secret_live"))
     assert first.status_code == 201, first.text
     assert first.json()["data"]["strict"] is True
@@ -245,7 +224,7 @@ async def test_strict_mode_accepts_each_issued_statement_once(client, clock, sig
     # A copied public signature over an arbitrary message is refused in strict mode.
     assert_error(
         await client.post(
-            HYBRID, json=_hybrid_body(b"anything", ecdsa_key, pq, strict=True), headers=tenant.auth("secret_live")
+            HYBRID, json=hybrid_body(b"anything", ecdsa_key, pq, strict=True), headers=tenant.auth("secret_live")
         ),
         400,
         "ATT_001",
@@ -254,16 +233,16 @@ async def test_strict_mode_accepts_each_issued_statement_once(client, clock, sig
 
 async def test_strict_statement_cannot_be_mixed_with_other_keys_or_expire(client, clock, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
-    other_pq = await _registered_signer(client, tenant)
+    other_pq = await registered_signer(client, tenant)
     request = {"ecdsaPublicKey": evm_address(ecdsa_key), "pqcPublicKey": pq.public_hex, "algorithm": pq.algorithm}
     statement = (
         await client.post("/v1/attestations/challenge", json=request, headers=tenant.auth("secret_live"))
     ).json()["data"]
     message = bytes.fromhex(statement["message"])
-    mixed = _hybrid_body(message, ecdsa_key, other_pq, ecdsaPublicKey=evm_address(ecdsa_key), strict=True)
+    mixed = hybrid_body(message, ecdsa_key, other_pq, ecdsaPublicKey=evm_address(ecdsa_key), strict=True)
     assert_error(await client.post(HYBRID, json=mixed, headers=tenant.auth("secret_live")), 400, "ATT_001")
     clock.advance(601)
-    late = _hybrid_body(message, ecdsa_key, pq, ecdsaPublicKey=evm_address(ecdsa_key), strict=True)
+    late = hybrid_body(message, ecdsa_key, pq, ecdsaPublicKey=evm_address(ecdsa_key), strict=True)
     error = assert_error(await client.post(HYBRID, json=late, headers=tenant.auth("secret_live")), 409, "ATT_002")
     assert error["details"]["reason"] == "expired"
 
@@ -271,7 +250,7 @@ async def test_strict_statement_cannot_be_mixed_with_other_keys_or_expire(client
 async def test_verify_raw_components_reports_each_half(client, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
     message = b"raw verification"
-    body = _hybrid_body(message, ecdsa_key, pq)
+    body = hybrid_body(message, ecdsa_key, pq)
     v = (await client.post(VERIFY, json=body, headers=tenant.auth("secret_live"))).json()["data"]
     assert (v["valid"], v["ecdsaValid"], v["pqcValid"], v["attestationId"]) == (True, True, True, None)
     bad = {**body, "pqcSignature": pq.sign(b"other").hex()}
@@ -279,7 +258,7 @@ async def test_verify_raw_components_reports_each_half(client, signer_setup):
     assert (v["valid"], v["ecdsaValid"], v["pqcValid"]) == (False, True, False)
     stranger = PqSigner.new()  # raw verification does not require registration
     v = (
-        await client.post(VERIFY, json=_hybrid_body(message, ecdsa_key, stranger), headers=tenant.auth("secret_live"))
+        await client.post(VERIFY, json=hybrid_body(message, ecdsa_key, stranger), headers=tenant.auth("secret_live"))
     ).json()["data"]
     assert v["valid"]
 
@@ -323,7 +302,7 @@ async def test_verify_rejects_mixed_or_partial_forms(client, tenant):
 
 async def test_hex_fields_name_themselves(client, signer_setup):
     tenant, pq, ecdsa_key = signer_setup
-    body = _hybrid_body(b"m", ecdsa_key, pq)
+    body = hybrid_body(b"m", ecdsa_key, pq)
     for field in ("message", "ecdsaSignature", "pqcSignature", "pqcPublicKey"):
         error = assert_error(
             await client.post(HYBRID, json={**body, field: "0xzz"}, headers=tenant.auth("secret_live")), 400, "PQC_002"

@@ -15,18 +15,9 @@ from playwright.sync_api import Browser, Page
 from core.ids import new_id
 from tests.anvil import MISSING_ANVIL, Anvil, anvil_binary
 from tests.dashboard.browser import DESKTOP, PHONE, chromium, register, watch, watched_page
+from tests.dashboard.support import PAGES
 from tests.support import ServerProcess
 
-#: The pages a signed-in account sees, by name (the login page is taken signed out; the
-#: detail page is the watched address's own).
-PAGES = {
-    "portfolio": "/portfolio",
-    "alerts": "/alerts",
-    "attestations": "/attestations",
-    "managed": "/managed",
-    "chains": "/chains",
-    "account": "/account",
-}
 #: Every screenshot's page name.
 NAMES = ("login", *PAGES, "detail")
 _TRANSFER = {"value": 10**15, "gas": 21000, "maxFeePerGas": 10**10, "maxPriorityFeePerGas": 10**9}

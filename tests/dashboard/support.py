@@ -15,6 +15,16 @@ from core.ids import new_id
 from storage.models import WatchedAddress
 from storage.sql_scans import SqlScanStore
 
+#: The pages a signed-in account sees, by name (each one's own page, e.g. an address's,
+#: is reached from these).
+PAGES = {
+    "portfolio": "/portfolio",
+    "alerts": "/alerts",
+    "attestations": "/attestations",
+    "managed": "/managed",
+    "chains": "/chains",
+    "account": "/account",
+}
 ORIGIN = "https://qday.test"
 _addresses = itertools.count(1)
 PASSWORD = "correct horse battery staple"

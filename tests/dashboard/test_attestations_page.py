@@ -14,8 +14,8 @@ import httpx
 import pytest
 
 import api.dashboard.attestations as attestations_page
-from tests.api.test_hybrid import _hybrid_body, _registered_signer
 from tests.dashboard.support import PASSWORD, browser, csrf_of, logged_in
+from tests.signing import hybrid_body, registered_signer
 from tests.support import Tenant, make_tenant
 
 HYBRID = "/v1/sign/hybrid"
@@ -23,8 +23,8 @@ HYBRID = "/v1/sign/hybrid"
 
 async def _attest(client: httpx.AsyncClient, tenant: Tenant, key: str, message: bytes) -> tuple[str, dict[str, Any]]:
     """An attestation made through the API with ``key`` (its environment); its id and body."""
-    signer = await _registered_signer(client, tenant, key=key)
-    body = _hybrid_body(message, os.urandom(32), signer)
+    signer = await registered_signer(client, tenant, key=key)
+    body = hybrid_body(message, os.urandom(32), signer)
     r = await client.post(HYBRID, json=body, headers=tenant.auth(key))
     assert r.status_code == 201, r.text
     return r.json()["data"]["id"], body
@@ -66,7 +66,7 @@ async def test_attestations_are_listed_per_environment_and_verified(app: Any, cl
         assert "ECDSA signature was not made" not in reasons.group(1)
         assert "<dt>ECDSA signature</dt><dd>valid</dd>" in tampered.text
 
-        other_signer = _hybrid_body(b"live attestation", os.urandom(32), await _registered_signer(client, tenant))
+        other_signer = hybrid_body(b"live attestation", os.urandom(32), await registered_signer(client, tenant))
         wrong_ecdsa = await _verify(b, json.dumps({**live_body, "ecdsaSignature": other_signer["ecdsaSignature"]}))
         assert wrong_ecdsa.status_code == 200 and "ECDSA signature was not made" in wrong_ecdsa.text
 

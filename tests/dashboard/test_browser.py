@@ -10,13 +10,15 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from playwright.sync_api import Browser
 
 from core.ids import new_id
 from tests.anvil import Anvil, running_anvil
 from tests.dashboard.browser import CHROMIUM, DESKTOP, MISSING_CHROMIUM, PHONE, chromium, register, watch, watched_page
-from tests.dashboard.screenshots import NAMES, PAGES, exposed_address, take
+from tests.dashboard.screenshots import NAMES, exposed_address, take
+from tests.dashboard.support import PAGES
 from tests.support import ServerProcess
 
 PASSWORD = "correct horse battery staple"
@@ -88,6 +90,23 @@ def test_every_page_fits_a_phone_and_the_keyboard_starts_at_the_skip_link(
             assert width <= PHONE["width"], f"{path} is {width} px wide on a {PHONE['width']} px screen"
         page.keyboard.press("Tab")
         assert page.evaluate("document.activeElement.textContent") == "Skip to content"
+        assert seen.errors == [] and seen.foreign == []
+
+
+def test_a_key_made_in_the_browser_works_over_http_and_is_shown_once(server: ServerProcess, browser: Browser) -> None:
+    origin = server.base_url
+    with watched_page(browser, origin, DESKTOP) as (page, seen):
+        register(page, origin, f"{new_id('a')}@example.com", PASSWORD)
+        page.goto(origin + "/account")
+        page.get_by_label("Name", exact=True).fill("ci runner")
+        with page.expect_navigation():
+            page.get_by_role("button", name="Create key").click()
+        secret = page.locator("#secret-value").input_value()
+        assert page.get_by_text("Copy it now: it will not be shown again.").is_visible()
+        r = httpx.get(origin + "/v1/auth/api-keys", headers={"Authorization": f"Bearer {secret}"}, timeout=10)
+        assert r.status_code == 200 and [k["name"] for k in r.json()["data"]] == ["ci runner"]
+        page.goto(origin + "/account")
+        assert secret not in page.content() and page.locator("#secret-value").count() == 0
         assert seen.errors == [] and seen.foreign == []
 
 

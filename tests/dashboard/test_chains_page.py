@@ -193,7 +193,8 @@ async def test_the_supply_of_real_blocks_is_charted_and_tabled(
     btc_bars, output_bars = (bar_titles(page, f"chart-supply-{kind}-mainnet") for kind in ("btc", "outputs"))
     assert len(btc_bars) == len(output_bars) == len(expected)  # one segment per type and cause
     assert output_bars["P2PKH, key revealed elsewhere"] == "{:,}".format(expected[("p2pkh", "revealed_key")][0])
-    assert btc_bars["P2PK, key in the script"] == "{:,.0f}".format(expected[("p2pk", "type")][1] / 10**8)
+    p2pk_btc = Decimal(expected[("p2pk", "type")][1]).scaleb(-8).normalize()  # to the satoshi, no trailing zeros
+    assert btc_bars["P2PK, key in the script"] == f"{p2pk_btc:f} BTC"
 
     test_env = (await b.get("/chains?env=test")).text  # mainnet's table is not the test networks'
     assert NOT_BUILT in test_env and "chart-supply" not in test_env

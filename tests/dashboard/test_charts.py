@@ -1,6 +1,7 @@
-"""The dashboard's SVG charts: bars scaled to the longest, totals and a description naming
-every value, labels escaped, an empty chart that says so; lines over days scaled from 0,
-split where a value is missing, with guides and every point named."""
+"""The dashboard's SVG charts: bars scaled to the longest, totals (BTC to the satoshi, with
+room to print them) and a description naming every value, labels escaped, an empty chart
+that says so; lines over days scaled from 0, split where a value is missing, with guides and
+every point named."""
 
 from __future__ import annotations
 
@@ -26,6 +27,30 @@ def test_bars_are_scaled_to_the_longest_and_described() -> None:
     desc = svg.find(f"{SVG}desc")
     assert desc is not None and desc.text == "ethereum: $4,000 (W3 $3,000, W4 $1,000); bitcoin: $2,000 (W1 $2,000)"
     assert [t.text for t in svg.findall(f"{SVG}text") if t.get("class") == "chart-value"] == ["$4,000", "$2,000"]
+
+
+def test_btc_totals_are_exact_to_the_satoshi_and_fit_beside_the_longest_bar() -> None:
+    bars = [
+        Bar("P2PKH", [Segment("revealed", 19_812_345.12345678, "cause-revealed_key"), Segment("none", 0.5, "c")]),
+        Bar("P2PK", [Segment("type", 12.5, "cause-type")]),
+        Bar("P2TR", [Segment("type", 0.0003, "cause-type")]),
+        Bar("P2WSH", [Segment("none", 0.00000001, "cause-none")]),
+        Bar("P2SH", [Segment("none", 50.0, "cause-none")]),
+    ]
+    svg = ET.fromstring(str(bar_chart("b", "BTC", bars, "btc")))
+    values = [t for t in svg.findall(f"{SVG}text") if t.get("class") == "chart-value"]
+    assert [t.text for t in values] == [
+        "19812345.62345678 BTC",
+        "12.5 BTC",
+        "0.0003 BTC",
+        "0.00000001 BTC",
+        "50 BTC",
+    ]
+    desc = svg.find(f"{SVG}desc")
+    assert desc is not None and desc.text is not None
+    assert desc.text.startswith("P2PKH: 19812345.62345678 BTC (revealed 19812345.12345678 BTC, none 0.5 BTC); ")
+    longest = values[0]
+    assert float(longest.get("x") or 0) + len(longest.text or "") * 8 <= WIDTH  # the total is not cut off
 
 
 def test_labels_are_escaped_and_an_empty_chart_says_so() -> None:

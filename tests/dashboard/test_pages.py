@@ -21,7 +21,7 @@ from services.pagination import PageRequest
 from services.portfolio import portfolio_filter
 from storage.models import ScanResult
 from storage.sql_scans import SqlScanStore
-from tests.dashboard.support import PASSWORD, browser, csrf_of, logged_in, watched
+from tests.dashboard.support import PAGES, PASSWORD, browser, csrf_of, logged_in, watched
 from tests.support import make_tenant
 
 
@@ -41,15 +41,18 @@ async def test_registration_logs_in_with_a_strict_cookie(app: Any) -> None:
 
 async def test_every_page_forbids_other_origins(app: Any, signed_in: tuple[httpx.AsyncClient, str]) -> None:
     b, _ = signed_in
-    for path in ("/portfolio", "/static/qday.css", "/portfolio.csv"):
+    for path in (*PAGES.values(), "/static/qday.css", "/portfolio.csv"):
         r = await b.get(path)
         assert r.status_code == 200, path
         assert r.headers["content-security-policy"] == CONTENT_SECURITY_POLICY
         assert r.headers["x-content-type-options"] == "nosniff" and r.headers["x-frame-options"] == "DENY"
+        assert r.headers["cache-control"] == "no-store" or path == "/static/qday.css"
+        if r.headers["content-type"].startswith("text/html"):
+            # nothing loaded from elsewhere: another origin is only ever a link's target
+            assert not re.search(r"(src|action|srcset|data)=\"(https?:)?//", r.text), path
+            assert not re.search(r"<(?!a )[^>]*href=\"(https?:)?//", r.text), path
+            assert "style=" not in r.text and "<script" not in r.text, path  # nothing inline for the policy
     assert "default-src 'none'" in CONTENT_SECURITY_POLICY and "http" not in CONTENT_SECURITY_POLICY
-    page = (await b.get("/portfolio")).text
-    assert not re.search(r"(src|href)=\"(https?:)?//", page)  # nothing loaded from elsewhere
-    assert "style=" not in page and "<script" not in page  # nothing inline for the policy to allow
 
 
 async def test_forms_from_another_origin_or_without_the_token_are_refused(
