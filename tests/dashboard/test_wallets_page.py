@@ -7,7 +7,6 @@ another account's wallet, no CSRF token); test and live kept apart."""
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from chains.bitcoin.wallet import parse_wallet
 from chains.registry import Network
 from core.ids import new_id
 from services.settings import load_settings
-from tests.api.test_scan_descriptor import bip84, wallet_address
+from tests.api.test_scan_descriptor import bip84, esplora, wallet_address  # noqa: F401  (esplora: a fixture)
 from tests.chain_clients.loopback import Loopback
 from tests.dashboard.support import PASSWORD, browser, csrf_of
 from tests.esplora_chain import EsploraChain
@@ -25,14 +24,7 @@ from tests.support import ManualClock, engine_env, running_app
 
 
 @pytest.fixture(scope="module")
-async def esplora() -> AsyncIterator[Loopback]:
-    loopback = await Loopback().start()
-    yield loopback
-    await loopback.stop()
-
-
-@pytest.fixture(scope="module")
-async def app(esplora: Loopback, tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Any:
+async def app(esplora: Loopback, tmp_path_factory: pytest.TempPathFactory, module_database_url: str) -> Any:  # noqa: F811
     env = {"QDAY_BITCOIN_ESPLORA_URL": esplora.url, "QDAY_FAMILY_CHAINS": "none", **engine_env(module_database_url)}
     settings = load_settings(env, data_dir=tmp_path_factory.mktemp("dashboard-wallets"))
     async with running_app(settings, ManualClock()) as app:
@@ -40,7 +32,9 @@ async def app(esplora: Loopback, tmp_path_factory: pytest.TempPathFactory, modul
 
 
 async def test_a_wallet_is_watched_scanned_shown_and_stopped(
-    app: Any, esplora: Loopback, conformance_dir: Path
+    app: Any,
+    esplora: Loopback,  # noqa: F811  (the imported fixture)
+    conformance_dir: Path,
 ) -> None:
     chain = EsploraChain(esplora, tip=900_000)
     zpub = bip84(conformance_dir)["account"]["xpub"]
