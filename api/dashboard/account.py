@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import msgspec
 from markupsafe import Markup
 from sanic import HTTPResponse
 from sanic.response import redirect
 
 from api.context import QdayRequest
 from api.dashboard.charts import Bar, Segment, bar_chart
-from api.dashboard.frame import checked_form, dashboard, field, frame, render, signed_in
+from api.dashboard.frame import checked_form, dashboard, field, form_as, frame, render, signed_in
 from api.endpoints import Credential, Endpoint
 from api.models.accounts import CreateApiKeyRequest
 from api.ratelimit import RateGroup, limit_for
@@ -31,7 +30,6 @@ from chains.environment import Environment
 from services.accounts import Principal, clean_text
 from services.allowances import Allowance
 from services.custody.lifecycle import MANAGED_PLANS
-from services.errors import InvalidRequest
 from services.pagination import PageRequest
 from storage.models import ApiKey, KeyType, Plan
 
@@ -91,10 +89,7 @@ def key_form(request: QdayRequest, environment: Environment) -> tuple[str, KeyTy
     (``CreateApiKeyRequest``: a name of 1-200 characters, ``secret`` or ``publishable``) and
     stored as the API stores it (NFC; control and bidi-override characters: REQ_001)."""
     raw = {"name": field(request, "name"), "type": field(request, "type"), "environment": environment.value}
-    try:
-        body = msgspec.convert(raw, CreateApiKeyRequest)
-    except msgspec.ValidationError as exc:
-        raise InvalidRequest(f"invalid request: {exc}") from None
+    body = form_as(raw, CreateApiKeyRequest)
     return clean_text(body.name, "name"), KeyType(body.type)
 
 

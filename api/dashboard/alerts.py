@@ -9,19 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 from sanic import HTTPResponse
 from sanic.response import redirect
 
 from api.context import QdayRequest
 from api.dashboard.charts import Bar, Segment, bar_chart
-from api.dashboard.frame import checked_form, dashboard, field, frame, render, signed_in
+from api.dashboard.frame import checked_form, dashboard, field, form_as, frame, render, signed_in
 from api.models.webhooks import WebhookRequest
 from api.validation import text_field
 from chains.environment import Environment
 from core.clock import iso
 from services.accounts import Principal
-from services.errors import InvalidRequest
 from services.pagination import PageRequest
 from storage.webhook_records import SUBSCRIBABLE, DeliveryAttempt, DeliveryState, Webhook, WebhookDelivery
 
@@ -49,10 +47,7 @@ def _form_body(request: QdayRequest) -> WebhookRequest:
         "events": form.getlist("events") if form is not None else [],
         "description": field(request, "description").strip() or None,
     }
-    try:
-        return msgspec.convert(data, WebhookRequest)
-    except msgspec.ValidationError as exc:
-        raise InvalidRequest(f"invalid request: {exc}", reason=str(exc)) from None
+    return form_as(data, WebhookRequest)
 
 
 def _delivery_view(delivery: WebhookDelivery, attempts: list[DeliveryAttempt]) -> dict[str, Any]:

@@ -14,8 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import wraps
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
+import msgspec
 from jinja2 import Environment as Templates
 from jinja2 import PackageLoader, select_autoescape
 from sanic import Blueprint, HTTPResponse
@@ -27,6 +28,7 @@ from api.errors import ApiError, code_of, status_of
 from chains.environment import Environment
 from core.errors import DomainError
 from services.accounts import Principal
+from services.errors import InvalidRequest
 
 dashboard = Blueprint("dashboard")
 _templates = Templates(loader=PackageLoader("api.dashboard", "templates"), autoescape=select_autoescape(default=True))
@@ -45,6 +47,7 @@ _HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
+T = TypeVar("T")
 #: How each W-level is named on the pages.
 LEVEL_NAMES = {"W1": "W1 low", "W2": "W2 moderate", "W3": "W3 high", "W4": "W4 critical", "unscored": "not scored"}
 
@@ -57,6 +60,15 @@ def field(request: QdayRequest, name: str) -> str:
     form = request.form
     value = form.get(name) if form is not None else None
     return value if isinstance(value, str) else ""
+
+
+def form_as(data: dict[str, Any], model: type[T]) -> T:
+    """A form's values held to the model of the API's JSON body for the same action, so a
+    form is refused exactly where that body would be (REQ_001 with the reason)."""
+    try:
+        return msgspec.convert(data, model)
+    except msgspec.ValidationError as exc:
+        raise InvalidRequest(f"invalid request: {exc}", reason=str(exc)) from None
 
 
 def render(template: str, status: int = 200, **context: Any) -> HTTPResponse:
