@@ -75,7 +75,6 @@ from storage.bitcoin_index import BitcoinIndexStore
 from storage.models import Plan
 from storage.risk_history import RiskHistory
 from storage.sql_accounts import SqlStore
-from storage.sql_address_detail import SqlAddressDetail
 from storage.sql_alert_state import SqlAlertStateStore
 from storage.sql_attestations import SqlAttestationStore
 from storage.sql_managed_keys import SqlManagedKeyStore
@@ -316,9 +315,7 @@ async def _open_resources(app: QdayApp) -> None:
         history = RiskHistory(settings.analytics_dir)
         opened.callback(history.close)
         scan_store = SqlScanStore(ctx.database)
-        ctx.address_detail = AddressDetailService(
-            scan_store, SqlAddressDetail(ctx.database), history, ctx.executor, ctx.clock
-        )
+        ctx.address_detail = AddressDetailService(scan_store, history, ctx.executor, ctx.clock)
         ctx.accounts = AccountService(
             ctx.store,
             ApiKeyCodec(settings.key_token, secrets.key_hash_key),

@@ -25,7 +25,6 @@ from services.scans import resolve_address
 from storage.models import ScanResult, WatchedAddress
 from storage.repository import ScanStore
 from storage.risk_history import LevelDay, RiskDay, RiskHistory
-from storage.sql_address_detail import SqlAddressDetail
 from storage.sql_portfolio import PortfolioFilter
 
 #: Days of an address's history the detail page shows (today included).
@@ -51,11 +50,8 @@ class AddressDetail:
 class AddressDetailService:
     """Detail and trend reads for one tenant and environment at a time."""
 
-    def __init__(
-        self, scans: ScanStore, watches: SqlAddressDetail, history: RiskHistory, executor: Executor, clock: Clock
-    ) -> None:
+    def __init__(self, scans: ScanStore, history: RiskHistory, executor: Executor, clock: Clock) -> None:
         self._scans = scans
-        self._watches = watches
         self._history = history
         self._executor = executor
         self._clock = clock
@@ -72,7 +68,7 @@ class AddressDetailService:
         target = resolve_address(address, chain, environment)
         chain_id, text = target.chain.value, str(target)
         account_id = principal.account.id
-        watch = await self._watches.watched(account_id, environment, chain_id, text)
+        watch = await self._scans.watched_entry(account_id, environment, chain_id, text)
         result = await self._scans.latest_result(account_id, environment, chain_id, text)
         if watch is None and result is None:
             raise NotFound(

@@ -185,6 +185,11 @@ class ScanStore(Protocol):
     async def release_lease(self, key: str, holder: str) -> None:
         """Give the lease ``key`` back (nothing when another holder has it now)."""
 
+    async def watched_entry(
+        self, account_id: str, environment: Environment, chain: str, address: str
+    ) -> WatchedAddress | None:
+        """The tenant's watch-list entry of the address in the environment (None: not watched there)."""
+
     async def latest_key_result(self, account_id: str, environment: Environment, subject: str) -> KeyScanResult | None:
         """The latest stored key-scan result for one subject (key and chains), if any."""
 

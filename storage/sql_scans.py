@@ -27,6 +27,10 @@ _WATCH_EXPORT_SQL = {
     "postgresql": f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE chain = ?"
     ' ORDER BY environment COLLATE "C", address COLLATE "C", account_id COLLATE "C"',
 }
+#: One tenant's watch-list entry of an address (the unique key: one index read).
+_WATCHED_ENTRY_SQL = (
+    f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ? AND chain = ? AND address = ?"
+)
 _RESULT_COLUMNS = (
     "account_id, environment, chain, address, result, risk_value, risk_score, scoring_version, data_as_of,"
     " scanned_at, source"
@@ -67,9 +71,7 @@ async def _insert_watched_within(tx: Tx, entry: WatchedAddress, cap: int | None)
     if cap is not None:
         await tx.lock(watch_lock(entry.account_id))
         existing = await tx.fetch_one(
-            f"SELECT {_WATCH_COLUMNS} FROM watchlist WHERE account_id = ? AND environment = ? AND chain = ?"
-            " AND address = ?",
-            (entry.account_id, entry.environment.value, entry.chain, entry.address),
+            _WATCHED_ENTRY_SQL, (entry.account_id, entry.environment.value, entry.chain, entry.address)
         )
         if existing is not None:
             return _watched(existing)
@@ -131,6 +133,13 @@ class SqlScanStore:
             (account_id, environment.value, *args),
         )
         return [_watched(r) for r in rows]
+
+    async def watched_entry(
+        self, account_id: str, environment: Environment, chain: str, address: str
+    ) -> WatchedAddress | None:
+        """The tenant's watch-list entry of the address in the environment (None: not watched there)."""
+        row = await self._db.fetch_one(_WATCHED_ENTRY_SQL, (account_id, environment.value, chain, address))
+        return None if row is None else _watched(row)
 
     async def watch_count(self, account_id: str) -> int:
         """How many addresses the account watches (both environments)."""
